@@ -1,0 +1,213 @@
+#include "gc_rules.h"
+#include "gc_tables.h"
+#include <string.h>
+
+#define POINTS_ALL ((1ULL << GC_NUM_POINTS) - 1)
+/* Points in grid column 0 and column 6, for the left/right neighbour shifts. */
+#define POINTS_COL0 0x0040810204081ULL
+#define POINTS_COL6 (POINTS_COL0 << 6)
+#define START_COINS ((1ULL << 19) | (1ULL << 26) | (1ULL << 28) | (1ULL << 35) | (1ULL << 37) | (1ULL << 45))
+
+uint32_t gc_rand(uint32_t *state) {
+    int64_t s = *state;
+    if (s == 0) s = 123459876;
+    int64_t hi = s / 127773, lo = s % 127773;
+    int64_t x = 16807 * lo - 2836 * hi;
+    if (x < 0) x += 2147483647;
+    *state = (uint32_t)x;
+    return (uint32_t)x;
+}
+
+void gc_reset(gc_state *s, uint32_t seed) {
+    memset(s, 0, sizeof *s);
+    s->coins = START_COINS;
+    s->rng = seed;
+    s->to_move = GC_GUERRILLA;
+    s->previous_cell = -1;
+}
+
+/* Points orthogonally adjacent to any point of `b`. */
+static inline uint64_t neighbours(uint64_t b) {
+    return (((b << 1) & ~POINTS_COL0) | ((b >> 1) & ~POINTS_COL6) | (b << 7) | (b >> 7)) & POINTS_ALL;
+}
+
+static inline uint64_t placeable_points(const gc_state *s) {
+    if (s->stones_placed == 0) return POINTS_ALL;
+    return neighbours(s->stones) & ~s->stones;
+}
+
+static int guerrilla_legal(const gc_state *s, int action) {
+    if (action < 0 || action >= GC_NUM_POINTS * 4) return 0;
+    int first = action >> 2, second = GC_SECOND_POINT[first][action & 3];
+    if (second < 0 || (s->stones >> second & 1)) return 0;
+    return (int)(placeable_points(s) >> first & 1);
+}
+
+static int coin_legal(const gc_state *s, int action) {
+    if (action < 0 || action >= GC_NUM_ACTIONS) return 0;
+    int src = action >> 2, d = action & 3, dst = GC_COIN_DST[src][d];
+    if (!(s->coins >> src & 1) || dst < 0 || (s->coins >> dst & 1)) return 0;
+    if (s->must_capture)
+        return src == s->previous_cell && (s->stones >> GC_COIN_CROSSED[src][d] & 1);
+    return 1;
+}
+
+int gc_is_legal(const gc_state *s, int action) {
+    if (s->winner) return 0;
+    return s->to_move == GC_GUERRILLA ? guerrilla_legal(s, action) : coin_legal(s, action);
+}
+
+int gc_legal_actions(const gc_state *s, int16_t *out) {
+    int n = 0;
+    if (s->winner) return 0;
+    if (s->to_move == GC_GUERRILLA) {
+        uint64_t empty = ~s->stones & POINTS_ALL;
+        for (uint64_t firsts = placeable_points(s); firsts; firsts &= firsts - 1) {
+            int first = __builtin_ctzll(firsts);
+            const int8_t *second = GC_SECOND_POINT[first];
+            for (int k = 0; k < 4; k++)
+                if (second[k] >= 0 && (empty >> second[k] & 1)) out[n++] = (int16_t)(first * 4 + k);
+        }
+        return n;
+    }
+    uint64_t sources = s->must_capture ? 1ULL << s->previous_cell : s->coins;
+    for (; sources; sources &= sources - 1) {
+        int src = __builtin_ctzll(sources);
+        for (int d = 0; d < 4; d++) {
+            int dst = GC_COIN_DST[src][d];
+            if (dst < 0 || (s->coins >> dst & 1)) continue;
+            if (s->must_capture && !(s->stones >> GC_COIN_CROSSED[src][d] & 1)) continue;
+            out[n++] = (int16_t)(src * 4 + d);
+        }
+    }
+    return n;
+}
+
+void gc_action_mask(const gc_state *s, uint8_t *mask) {
+    int16_t legal[GC_NUM_ACTIONS];
+    int n = gc_legal_actions(s, legal);
+    memset(mask, 0, GC_NUM_ACTIONS);
+    for (int i = 0; i < n; i++) mask[legal[i]] = 1;
+}
+
+void gc_observation(const gc_state *s, uint8_t *obs) {
+    for (int g = 0; g < GC_NUM_POINTS; g++) obs[g] = (uint8_t)(s->stones >> g & 1);
+    for (int c = 0; c < GC_NUM_SQUARES; c++) obs[49 + c] = (uint8_t)(s->coins >> c & 1);
+    obs[113] = s->to_move;
+    obs[114] = s->must_capture;
+    obs[115] = (uint8_t)(s->previous_cell + 1);
+    obs[116] = 0;
+    obs[117] = 0;
+    obs[118] = s->stones_placed;
+    obs[119] = (uint8_t)gc_stones_on_board(s);
+}
+
+static void finish(gc_state *s, int winner, int reason) {
+    s->winner = (uint8_t)winner;
+    s->end_reason = (uint8_t)reason;
+}
+
+/* Places one stone, removes the coins it surrounds and runs the checks of rules.md §4.1.
+ * Returns the coins captured; the game may be over afterwards. */
+static int place_stone(gc_state *s, int point) {
+    s->stones |= 1ULL << point;
+    s->stones_placed++;
+    int captured = 0;
+    /* Only squares touching the new stone can become surrounded: a coin move never leaves
+     * its coin surrounded (the crossed point, a corner of the destination, is empty after it). */
+    for (uint64_t sq = GC_POINT_SQUARES[point] & s->coins; sq; sq &= sq - 1) {
+        int c = __builtin_ctzll(sq);
+        if ((GC_SQUARE_CORNERS[c] & ~s->stones) == 0) {
+            s->coins &= ~(1ULL << c);
+            captured++;
+        }
+    }
+    if (s->coins == 0) finish(s, GC_GUERRILLA, GC_END_COINS_CLEARED);
+    else if (s->stones_placed >= GC_STONE_SUPPLY) finish(s, GC_COIN, GC_END_STONES_EXHAUSTED);
+    else if (s->stones == 0) finish(s, GC_COIN, GC_END_STONES_WIPED);
+    return captured;
+}
+
+static int coin_has_capture(const gc_state *s, int src) {
+    for (int d = 0; d < 4; d++) {
+        int dst = GC_COIN_DST[src][d];
+        if (dst >= 0 && !(s->coins >> dst & 1) && (s->stones >> GC_COIN_CROSSED[src][d] & 1)) return 1;
+    }
+    return 0;
+}
+
+static int side_has_legal_action(const gc_state *s) {
+    int16_t legal[GC_NUM_ACTIONS];
+    return gc_legal_actions(s, legal) > 0;
+}
+
+int gc_apply(gc_state *s, int action) {
+    if (!gc_is_legal(s, action)) return -1;
+    int captured;
+    s->plies++;
+    if (s->to_move == GC_GUERRILLA) {
+        int first = action >> 2;
+        captured = place_stone(s, first);
+        if (s->winner) return captured;
+        captured += place_stone(s, GC_SECOND_POINT[first][action & 3]);
+        if (s->winner) return captured;
+        s->to_move = GC_COIN;
+    } else {
+        int src = action >> 2, d = action & 3;
+        int dst = GC_COIN_DST[src][d], crossed = GC_COIN_CROSSED[src][d];
+        s->coins = (s->coins & ~(1ULL << src)) | (1ULL << dst);
+        captured = (int)(s->stones >> crossed & 1);
+        s->stones &= ~(1ULL << crossed);
+        if (captured && s->stones == 0) {
+            s->must_capture = 0;
+            s->previous_cell = -1;
+            finish(s, GC_COIN, GC_END_STONES_WIPED);
+            return captured;
+        }
+        if (captured && coin_has_capture(s, dst)) {
+            s->must_capture = 1;
+            s->previous_cell = (int8_t)dst;
+        } else {
+            s->must_capture = 0;
+            s->previous_cell = -1;
+            s->to_move = GC_GUERRILLA;
+        }
+    }
+    if (!side_has_legal_action(s))
+        finish(s, s->to_move == GC_GUERRILLA ? GC_COIN : GC_GUERRILLA, GC_END_STALEMATE);
+    return captured;
+}
+
+void gc_declare_coin_win(gc_state *s, int reason) {
+    if (!s->winner) finish(s, GC_COIN, reason);
+}
+
+int gc_action_captures(const gc_state *s, int action) {
+    if (s->to_move == GC_GUERRILLA) {
+        int first = action >> 2, second = GC_SECOND_POINT[first][action & 3];
+        uint64_t stones = s->stones | (1ULL << first) | (1ULL << second);
+        int n = 0;
+        for (uint64_t sq = (GC_POINT_SQUARES[first] | GC_POINT_SQUARES[second]) & s->coins; sq; sq &= sq - 1)
+            n += (GC_SQUARE_CORNERS[__builtin_ctzll(sq)] & ~stones) == 0;
+        return n;
+    }
+    return (int)(s->stones >> GC_COIN_CROSSED[action >> 2][action & 3] & 1);
+}
+
+int gc_validate(const gc_state *s) {
+    if (s->stones & ~POINTS_ALL) return GC_INVALID_BITS;
+    int on_board = gc_stones_on_board(s), coins = gc_coin_count(s);
+    if (coins > 6 || s->stones_placed > GC_STONE_SUPPLY || on_board > s->stones_placed)
+        return GC_INVALID_COUNTS;
+    if (s->to_move != GC_GUERRILLA && s->to_move != GC_COIN) return GC_INVALID_SIDE;
+    if (s->must_capture) {
+        if (s->to_move != GC_COIN || s->previous_cell < 0 || s->previous_cell >= GC_NUM_SQUARES ||
+            !(s->coins >> s->previous_cell & 1))
+            return GC_INVALID_CHAIN;
+    } else if (s->previous_cell != -1) {
+        return GC_INVALID_CHAIN;
+    }
+    if (s->winner > GC_COIN || s->end_reason > GC_END_TIMEOUT || (s->winner == 0) != (s->end_reason == 0))
+        return GC_INVALID_RESULT;
+    return GC_VALID;
+}

@@ -1,0 +1,77 @@
+/* Guerrilla Checkers rules (spec/rules.md §1-§5, §8): one flat state struct per game,
+ * bitboards for stones (49 points) and coins (64 squares), no allocation, no globals. */
+#ifndef GC_RULES_H
+#define GC_RULES_H
+#include <stdint.h>
+
+#define GC_OBS_SIZE 120
+#define GC_NUM_ACTIONS 256
+#define GC_PASS_ACTION 255
+#define GC_STONE_SUPPLY 66
+#define GC_NUM_POINTS 49
+#define GC_NUM_SQUARES 64
+
+/* Sides (also the observation's side-to-move byte and the winner field). */
+enum { GC_NONE = 0, GC_GUERRILLA = 1, GC_COIN = 2 };
+
+/* How a game ended. */
+enum {
+    GC_END_NONE = 0,
+    GC_END_COINS_CLEARED = 1,    /* Guerrilla captured every coin */
+    GC_END_STONES_EXHAUSTED = 2, /* the 66th stone was placed without clearing the board */
+    GC_END_STONES_WIPED = 3,     /* stones were placed, none is left on the board */
+    GC_END_STALEMATE = 4,        /* the side to move has no legal action and loses */
+    GC_END_PLY_CAP = 5,          /* tournament cap (600 plies): COIN wins */
+    GC_END_TIMEOUT = 6           /* environment tick limit: COIN wins */
+};
+
+typedef struct {
+    uint64_t stones;        /* bit g: stone on point g */
+    uint64_t coins;         /* bit c: coin on square c */
+    uint32_t rng;           /* Park-Miller state, one per game (rules.md §8) */
+    uint16_t plies;         /* legal actions applied since the start */
+    uint8_t stones_placed;  /* stones ever placed, 0..66 */
+    uint8_t to_move;        /* GC_GUERRILLA or GC_COIN; unchanged once the game is over */
+    uint8_t must_capture;   /* COIN is in a capture chain */
+    int8_t previous_cell;   /* the chaining coin's square, -1 when none */
+    uint8_t winner;         /* GC_NONE while the game runs */
+    uint8_t end_reason;     /* GC_END_* */
+} gc_state;
+
+/* Park-Miller "minimal standard" step of BSD rand_r: advances *state and returns the draw. */
+uint32_t gc_rand(uint32_t *state);
+
+/* The start position; `seed` becomes the generator state (no draw is made). */
+void gc_reset(gc_state *s, uint32_t seed);
+
+/* Writes the legal actions of the side to move in ascending order, returns their count
+ * (0 once the game is over).  `out` holds at least 256 entries. */
+int gc_legal_actions(const gc_state *s, int16_t *out);
+int gc_is_legal(const gc_state *s, int action);
+/* 256 bytes, 1 per legal action. */
+void gc_action_mask(const gc_state *s, uint8_t *mask);
+/* 120 bytes (rules.md §5). */
+void gc_observation(const gc_state *s, uint8_t *obs);
+
+/* Applies a legal action and returns the stones or coins it captured; returns -1 and leaves
+ * the state untouched if the action is illegal or the game is over.  Runs every end-of-game
+ * check of rules.md §4.1-§4.3. */
+int gc_apply(gc_state *s, int action);
+
+/* Ends the game by the caller's rule (ply cap, timeout): COIN wins with `reason`. */
+void gc_declare_coin_win(gc_state *s, int reason);
+
+/* Consistency of a state read from outside (0 = fine, else a GC_INVALID_* code). */
+enum {
+    GC_VALID = 0, GC_INVALID_BITS, GC_INVALID_COUNTS, GC_INVALID_SIDE,
+    GC_INVALID_CHAIN, GC_INVALID_RESULT
+};
+int gc_validate(const gc_state *s);
+
+static inline int gc_stones_on_board(const gc_state *s) { return __builtin_popcountll(s->stones); }
+static inline int gc_coin_count(const gc_state *s) { return __builtin_popcountll(s->coins); }
+
+/* Captures a legal action would make, without changing the board (the Greedy score). */
+int gc_action_captures(const gc_state *s, int action);
+
+#endif

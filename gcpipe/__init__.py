@@ -1,0 +1,3 @@
+"""gcpipe: a reproducible research pipeline for Guerrilla Checkers."""
+
+__version__ = "0.1.0"
