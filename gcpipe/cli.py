@@ -1,9 +1,23 @@
 """The `gcpipe` command line: each subcommand parses its arguments and calls one library function."""
 import typer
+from typer.core import TyperGroup
 
 from gcpipe import __version__
+from gcpipe.errors import UserError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+
+class _UserErrorsAsOneLine(TyperGroup):
+    """Turns a UserError raised by any subcommand into one line on stderr and exit code 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UserError as error:
+            typer.echo(f"gcpipe: error: {error}", err=True)
+            raise typer.Exit(2) from None
+
+
+app = typer.Typer(cls=_UserErrorsAsOneLine, no_args_is_help=True, add_completion=False, help=__doc__)
 
 
 def _version(value: bool):
