@@ -1,5 +1,6 @@
 #include "gc_rules.h"
 #include "gc_tables.h"
+#include <math.h>
 #include <string.h>
 
 #define POINTS_ALL ((1ULL << GC_NUM_POINTS) - 1)
@@ -210,4 +211,37 @@ int gc_validate(const gc_state *s) {
     if (s->winner > GC_COIN || s->end_reason > GC_END_TIMEOUT || (s->winner == 0) != (s->end_reason == 0))
         return GC_INVALID_RESULT;
     return GC_VALID;
+}
+
+int gc_sample_action(gc_state *s, const float *logits) {
+    int16_t legal[GC_NUM_ACTIONS];
+    float p[GC_NUM_ACTIONS];
+    int n = gc_legal_actions(s, legal);
+    if (n == 0) return -1;
+    float top = logits[legal[0]], total = 0.0f;
+    for (int i = 1; i < n; i++)
+        if (logits[legal[i]] > top) top = logits[legal[i]];
+    for (int i = 0; i < n; i++) total += p[i] = expf(logits[legal[i]] - top);
+    float r = (float)gc_rand(&s->rng) / 2147483648.0f * total, running = 0.0f;
+    for (int i = 0; i < n; i++) {
+        running += p[i];
+        if (running >= r) return legal[i];
+    }
+    return legal[n - 1];
+}
+
+void gc_batch_observe(const gc_state *states, const int32_t *idx, int n, uint8_t *obs, uint8_t *mask) {
+    for (int k = 0; k < n; k++) {
+        gc_observation(&states[idx[k]], obs + (size_t)k * GC_OBS_SIZE);
+        gc_action_mask(&states[idx[k]], mask + (size_t)k * GC_NUM_ACTIONS);
+    }
+}
+
+void gc_batch_sample_apply(gc_state *states, const int32_t *idx, int n, const float *logits, int32_t *actions) {
+    for (int k = 0; k < n; k++) {
+        gc_state *s = &states[idx[k]];
+        int a = gc_sample_action(s, logits + (size_t)k * GC_NUM_ACTIONS);
+        actions[k] = a;
+        if (a >= 0) gc_apply(s, a);
+    }
 }

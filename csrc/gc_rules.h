@@ -74,4 +74,14 @@ static inline int gc_coin_count(const gc_state *s) { return __builtin_popcountll
 /* Captures a legal action would make, without changing the board (the Greedy score). */
 int gc_action_captures(const gc_state *s, int action);
 
+/* Network move choice (rules.md §9): softmax over the legal logits only, sampled with the
+ * game's generator (one draw); returns -1 when there is no legal action. */
+int gc_sample_action(gc_state *s, const float *logits);
+
+/* Batched helpers over an array of game states, for players that act on many games at once.
+ * `idx` selects n games; outputs are row k for game idx[k]. */
+void gc_batch_observe(const gc_state *states, const int32_t *idx, int n, uint8_t *obs, uint8_t *mask);
+/* Samples (gc_sample_action) and applies a move in each selected game; writes the actions. */
+void gc_batch_sample_apply(gc_state *states, const int32_t *idx, int n, const float *logits, int32_t *actions);
+
 #endif

@@ -1,5 +1,5 @@
-"""Errors the user can fix (bad input, missing files); the CLI prints them as one line."""
+"""Errors a user can cause; the CLI prints them as one line and exits non-zero."""
 
 
 class UserError(Exception):
-    """A problem with the user's input, reported as one line on stderr and exit code 2 by the CLI."""
+    """Bad input from the user: a config, a spec, a file, a move. Shown without a traceback."""

@@ -39,6 +39,9 @@ int gc_apply(gc_state *s, int action);
 void gc_declare_coin_win(gc_state *s, int reason);
 int gc_validate(const gc_state *s);
 int gc_action_captures(const gc_state *s, int action);
+int gc_sample_action(gc_state *s, const float *logits);
+void gc_batch_observe(const gc_state *states, const int32_t *idx, int n, uint8_t *obs, uint8_t *mask);
+void gc_batch_sample_apply(gc_state *states, const int32_t *idx, int n, const float *logits, int32_t *actions);
 
 typedef struct {
     int kind;
@@ -60,6 +63,7 @@ ffibuilder.set_source(
     sources=SOURCES,
     include_dirs=[str(CSRC)],
     extra_compile_args=BASE_CFLAGS + EXTRA_CFLAGS,
+    libraries=["m"],
 )
 
 if __name__ == "__main__":
