@@ -1,4 +1,6 @@
 """The `gcpipe` command line: each subcommand parses its arguments and calls one library function."""
+from pathlib import Path
+
 import typer
 from typer.core import TyperGroup
 
@@ -30,3 +32,14 @@ def _version(value: bool):
 def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                       help="Print the version and exit.")):
     """Guerrilla Checkers research pipeline."""
+
+
+@app.command()
+def build(native: bool = typer.Option(False, "--native", help="Add -march=native (measure: it can be slower)."),
+          record: Path = typer.Option(Path("results/engine/build.json"), help="Where to write the build record.")):
+    """Recompile the C engine in place and write the build record (compiler, flags, source hash)."""
+    from gcpipe.engine.build import rebuild
+
+    info = rebuild(native=native, record=record)
+    typer.echo(f"engine built with {info['compiler']} {' '.join(info['cflags'])}; record: {record}")
+

@@ -205,6 +205,18 @@ class Game:
             raise UserError(f"serialized game describes an impossible state ({what})")
         return game
 
+    @classmethod
+    def from_position(cls, *, stones=(), coins=(), to_move: int = GUERRILLA, stones_placed: int | None = None,
+                      chain_coin: int | None = None, seed: int = 0) -> "Game":
+        """A hand-built position: stone points, coin squares, the side to move, stones ever placed
+        (default: those on the board) and, for a COIN capture chain, the chaining coin's square."""
+        stone_bits = sum(1 << g for g in stones)
+        coin_bits = sum(1 << c for c in coins)
+        placed = len(set(stones)) if stones_placed is None else stones_placed
+        return cls.deserialize(f"{_SERIAL_PREFIX} {stone_bits:x} {coin_bits:x} {to_move + 1} "
+                               f"{int(chain_coin is not None)} {-1 if chain_coin is None else chain_coin} "
+                               f"{placed} 0 0 0 {_uint32(seed)}")
+
     def __eq__(self, other) -> bool:
         return isinstance(other, Game) and self.serialize() == other.serialize()
 

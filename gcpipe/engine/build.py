@@ -1,0 +1,61 @@
+"""`gcpipe build`: recompile the C engine in place and record how it was built."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from gcpipe.errors import UserError
+from gcpipe.io import atomic_write_text
+
+REPO = Path(__file__).resolve().parents[2]
+CSRC = REPO / "csrc"
+
+
+def source_hash() -> str:
+    """SHA-256 over the engine sources (names and bytes), so a build record names what it compiled."""
+    digest = hashlib.sha256()
+    for path in sorted(CSRC.glob("*.[ch]")) + [Path(__file__).with_name("_build.py")]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def compiler_version() -> str:
+    cc = os.environ.get("CC", "cc")
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return f"{cc} (version unknown)"
+    return out.splitlines()[0].strip()
+
+
+def rebuild(native: bool = False, record: Path | None = Path("results/engine/build.json")) -> dict:
+    """Compiles csrc/ into gcpipe/_engine in place (setuptools build_ext --inplace) with the
+    flags of gcpipe/engine/_build.py, plus -march=native when asked; writes the build record."""
+    if not (REPO / "setup.py").is_file():
+        raise UserError(f"cannot rebuild: {REPO} is not a gcpipe source checkout (install with pip install -e .)")
+    extra = ["-march=native"] if native else []
+    env = dict(os.environ, GCPIPE_CFLAGS=shlex.join(extra))
+    proc = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "--force"],
+                          cwd=REPO, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise UserError(f"engine build failed: {tail[0]}")
+    from gcpipe.engine import _build
+
+    info = {
+        "compiler": compiler_version(),
+        "cflags": _build.BASE_CFLAGS + extra,
+        "native": native,
+        "sources_sha256": source_hash(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+    }
+    if record is not None:
+        atomic_write_text(Path(record), json.dumps(info, indent=2) + "\n")
+    return info
