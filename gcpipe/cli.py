@@ -43,3 +43,20 @@ def build(native: bool = typer.Option(False, "--native", help="Add -march=native
     info = rebuild(native=native, record=record)
     typer.echo(f"engine built with {info['compiler']} {' '.join(info['cflags'])}; record: {record}")
 
+
+
+@app.command()
+def elo(ledgers: list[str] = typer.Argument(None, metavar="LEDGER...",
+                                            help="Match ledgers (G__C.jsonl), one or more per cell."),
+        out: str = typer.Option(..., "--out", help="Folder for ratings/crosstable .csv/.json/.md/.png."),
+        anchor: str = typer.Option("mean:1500", "--anchor",
+                                   help="'mean:VALUE' or 'PLAYER/SIDE:VALUE', e.g. 'greedy/guerrilla:1000'."),
+        order: str = typer.Option(None, "--order", help="Player order for tables, comma-separated."),
+        crosstable: str = typer.Option(None, "--crosstable",
+                                       help="Fit a cross table file (.json or Markdown) instead of ledgers.")):
+    """Fit side-specific Bradley–Terry Elo ratings and write tables and plots."""
+    from gcpipe.elo import elo_table, ratings_table_markdown
+
+    ratings = elo_table(ledgers or (), out_dir=out, anchor=anchor,
+                        order=order.split(",") if order else None, crosstable=crosstable)
+    typer.echo(ratings_table_markdown(ratings), nl=False)

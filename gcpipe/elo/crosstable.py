@@ -1,0 +1,196 @@
+"""The cross table: per-cell win counts, rows playing Guerrilla and columns playing COIN.
+
+Built from match ledgers (the normal path), from a published Markdown table ("Gwins-Cwins"
+cells under a "Guerrilla / COIN" header, as in spec/baselines.md), or from crosstable.json.
+"""
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gcpipe.errors import UserError
+from gcpipe.match.ledger import read_ledger
+
+# Cell text of the published format; an en dash is accepted too since prose often uses one.
+_CELL = re.compile(r"^\s*(\d+)\s*[-–]\s*(\d+)\s*$")
+_UNPLAYED = ("", "—", "-", "–", "·")
+UNPLAYED_TEXT = "—"
+HEADER_CORNER = "Guerrilla / COIN"
+
+
+@dataclass(frozen=True)
+class CrossTable:
+    """Win counts per played cell.
+
+    guerrillas / coins: row and column players, in display order.
+    results: {(guerrilla, coin): (guerrilla_wins, coin_wins)} for played cells only.
+    player_ids: identity dict of each player as recorded in the ledgers (empty when unknown).
+    """
+    guerrillas: tuple[str, ...]
+    coins: tuple[str, ...]
+    results: dict
+    player_ids: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_cells(cls, cells, order=None, player_ids=None) -> "CrossTable":
+        """Build from (guerrilla, coin, guerrilla_wins, coin_wins) tuples.
+
+        Players are listed in order of first appearance unless `order` (every player, once) is
+        given. A cell listed twice or with no games is an error.
+        """
+        results = {}
+        appearance: dict[str, None] = {}  # an ordered set
+        for guerrilla, coin, guerrilla_wins, coin_wins in cells:
+            if (guerrilla, coin) in results:
+                raise UserError(f"cell {guerrilla} vs {coin} is given twice")
+            if min(guerrilla_wins, coin_wins) < 0 or guerrilla_wins + coin_wins == 0:
+                raise UserError(f"cell {guerrilla} vs {coin}: win counts must be >= 0 and "
+                                f"not both 0 (got {guerrilla_wins}-{coin_wins})")
+            results[(guerrilla, coin)] = (int(guerrilla_wins), int(coin_wins))
+            appearance.update(dict.fromkeys((guerrilla, coin)))
+        if not results:
+            raise UserError("the cross table has no played cells")
+        players = _apply_order(list(appearance), order)
+        return cls(guerrillas=tuple(p for p in players if any(g == p for g, _ in results)),
+                   coins=tuple(p for p in players if any(c == p for _, c in results)),
+                   results=results, player_ids=dict(player_ids or {}))
+
+    @property
+    def players(self) -> tuple[str, ...]:
+        """All players, rows first then columns, each once."""
+        return tuple(dict.fromkeys(self.guerrillas + self.coins))
+
+    def cells(self):
+        """Played cells as (guerrilla, coin, guerrilla_wins, coin_wins), row-major display order."""
+        return [(g, c, *self.results[(g, c)])
+                for g in self.guerrillas for c in self.coins if (g, c) in self.results]
+
+    def to_json(self) -> dict:
+        return {
+            "guerrillas": list(self.guerrillas),
+            "coins": list(self.coins),
+            "cells": [{"guerrilla": g, "coin": c, "games": gw + cw, "guerrilla_wins": gw,
+                       "coin_wins": cw, "guerrilla_win_rate": round(gw / (gw + cw), 6)}
+                      for g, c, gw, cw in self.cells()],
+            "player_ids": {p: self.player_ids[p] for p in self.players if p in self.player_ids},
+        }
+
+    @classmethod
+    def from_json(cls, obj, order=None) -> "CrossTable":
+        try:
+            cells = [(c["guerrilla"], c["coin"], c["guerrilla_wins"], c["coin_wins"])
+                     for c in obj["cells"]]
+            players = list(dict.fromkeys(obj["guerrillas"] + obj["coins"]))
+        except (KeyError, TypeError) as error:
+            raise UserError(f"not a gcpipe cross table (missing {error})") from None
+        return cls.from_cells(cells, order=order or players, player_ids=obj.get("player_ids"))
+
+    def markdown(self) -> str:
+        """The published format: rows Guerrilla, columns COIN, cells "Gwins-Cwins"."""
+        lines = ["| " + " | ".join((HEADER_CORNER,) + self.coins) + " |",
+                 "| --- |" + " ---: |" * len(self.coins)]
+        for g in self.guerrillas:
+            row = [f"{self.results[(g, c)][0]}-{self.results[(g, c)][1]}"
+                   if (g, c) in self.results else UNPLAYED_TEXT for c in self.coins]
+            lines.append("| " + " | ".join([g] + row) + " |")
+        return "\n".join(lines) + "\n"
+
+
+def _apply_order(players: list[str], order) -> list[str]:
+    if order is None:
+        return players
+    order = list(order)
+    repeated = sorted({p for p in order if order.count(p) > 1})
+    unknown = [p for p in order if p not in players]
+    missing = [p for p in players if p not in order]
+    if repeated or unknown or missing:
+        problems = [f"{what}: {', '.join(names)}" for what, names in
+                    (("repeated", repeated), ("not in the results", unknown), ("missing", missing))
+                    if names]
+        raise UserError(f"bad player order ({'; '.join(problems)})")
+    return order
+
+
+def parse_crosstable_markdown(text: str, source: str = "<text>", order=None) -> CrossTable:
+    """Read the first Markdown table whose corner cell is "Guerrilla / COIN"."""
+    lines = text.splitlines()
+
+    def split_row(line):
+        return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+    for start, line in enumerate(lines):
+        if line.lstrip().startswith("|") and \
+                split_row(line)[0].lower().replace(" ", "") == HEADER_CORNER.lower().replace(" ", ""):
+            break
+    else:
+        raise UserError(f"{source}: no table with a '{HEADER_CORNER}' header")
+    coins = split_row(lines[start])[1:]
+    cells = []
+    for number in range(start + 2, len(lines)):
+        if not lines[number].lstrip().startswith("|"):
+            break
+        guerrilla, *row = split_row(lines[number])
+        if len(row) != len(coins):
+            raise UserError(f"{source}:{number + 1}: {len(row)} cells, the header has {len(coins)}")
+        for coin, text_cell in zip(coins, row):
+            if text_cell in _UNPLAYED:
+                continue
+            match = _CELL.match(text_cell)
+            if not match:
+                raise UserError(f"{source}:{number + 1}: cell {text_cell!r} is not 'Gwins-Cwins'")
+            cells.append((guerrilla, coin, int(match[1]), int(match[2])))
+    return CrossTable.from_cells(cells, order=order)
+
+
+def read_crosstable(path, order=None) -> CrossTable:
+    """A cross table from a .json (as written by gcpipe) or a Markdown file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise UserError(f"{path}: cannot read cross table ({error.strerror})") from None
+    if path.suffix == ".json":
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise UserError(f"{path}:{error.lineno}: not valid JSON") from None
+        return CrossTable.from_json(obj, order=order)
+    return parse_crosstable_markdown(text, source=str(path), order=order)
+
+
+def crosstable_from_ledgers(ledger_paths, order=None) -> CrossTable:
+    """Count wins per cell over match ledgers.
+
+    Several ledgers of one cell (e.g. unmerged shards) are added up; a game index seen twice
+    in a cell, a cell whose ledgers disagree on the players, or a player name that stands for
+    different players (different ids) in different ledgers is an error.
+    """
+    if not ledger_paths:
+        raise UserError("no ledgers given")
+    counts: dict[tuple[str, str], list[int]] = {}
+    seen_games: dict[tuple[str, str], dict[int, Path]] = {}
+    player_ids: dict[str, dict] = {}
+    id_source: dict[str, Path] = {}
+    for path in map(Path, ledger_paths):
+        records = read_ledger(path)
+        if not records:
+            raise UserError(f"{path}: no finished games")
+        first = records[0]
+        key = (first["guerrilla"], first["coin"])
+        for player, player_id in ((first["guerrilla"], first["guerrilla_id"]),
+                                  (first["coin"], first["coin_id"])):
+            if player in player_ids and player_ids[player] != player_id:
+                raise UserError(f"player {player!r} is {player_ids[player]} in "
+                                f"{id_source[player]} but {player_id} in {path}")
+            player_ids.setdefault(player, player_id)
+            id_source.setdefault(player, path)
+        games = seen_games.setdefault(key, {})
+        tally = counts.setdefault(key, [0, 0])
+        for record in records:
+            if record["game"] in games:
+                raise UserError(f"cell {record['cell']}: game {record['game']} is in both "
+                                f"{games[record['game']]} and {path}")
+            games[record["game"]] = path
+            tally[0 if record["winner"] == "guerrilla" else 1] += 1
+    return CrossTable.from_cells([(g, c, gw, cw) for (g, c), (gw, cw) in counts.items()],
+                                 order=order, player_ids=player_ids)

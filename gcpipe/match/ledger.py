@@ -1,0 +1,304 @@
+"""The results ledger: one JSON line per finished game, append-only.
+
+A ledger holds the games of one cell (Guerrilla player G, COIN player C), conventionally at
+`results/matches/G__C.jsonl`. Every line is one record with exactly these keys, in this order:
+
+    cell          "G__C" (the two player names)
+    guerrilla     player name of the Guerrilla side
+    coin          player name of the COIN side
+    game          game index g (int >= 0), unique within the cell
+    seed          the per-game uint32 seed
+    winner        "guerrilla" | "coin"
+    plies         number of actions played
+    end           "coins_cleared" | "stones_exhausted" | "stones_wiped" | "stalemate" | "ply_cap"
+    guerrilla_id  dict identifying the Guerrilla player (kind, parameters, checkpoint sha256, ...)
+    coin_id       dict identifying the COIN player
+
+Writes are flushed and fsynced per game, so a killed match loses at most the game in flight.
+A torn last line (no final newline, or not JSON) is what such a kill leaves behind: readers
+ignore it and a writer reopening the ledger truncates it before appending. Anything else that
+is malformed is an error naming the file and line. Summaries and Elo tables are derived from
+ledgers only.
+"""
+import json
+import math
+import os
+from pathlib import Path
+
+from gcpipe.errors import UserError
+from gcpipe.io import atomic_write_json, atomic_write_text
+
+RECORD_KEYS = ("cell", "guerrilla", "coin", "game", "seed", "winner", "plies", "end",
+               "guerrilla_id", "coin_id")
+SIDES = ("guerrilla", "coin")
+END_REASONS = ("coins_cleared", "stones_exhausted", "stones_wiped", "stalemate", "ply_cap")
+# Which side each way of ending implies as the winner (rules.md §4; the ply cap is a COIN win).
+# A stalemate (side to move has no legal action) can go either way.
+_WINNER_BY_END = {"coins_cleared": "guerrilla", "stones_exhausted": "coin",
+                  "stones_wiped": "coin", "ply_cap": "coin", "stalemate": None}
+_UINT32_MAX = 2**32 - 1
+# Two-sided 95% normal quantile, for the Wilson score interval.
+_Z95 = 1.959963984540054
+
+
+def cell_name(guerrilla: str, coin: str) -> str:
+    """The cell id "G__C" used in records and ledger file names."""
+    return f"{guerrilla}__{coin}"
+
+
+def summary_path_for(ledger_path) -> Path:
+    """Where the summary of a ledger lives: G__C.jsonl -> G__C.json."""
+    return Path(ledger_path).with_suffix(".json")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _record_problem(record) -> str | None:
+    """Why `record` is not a valid ledger record, or None if it is."""
+    if not isinstance(record, dict):
+        return "a record must be a JSON object"
+    if tuple(record) != RECORD_KEYS:
+        missing = [key for key in RECORD_KEYS if key not in record]
+        unknown = [key for key in record if key not in RECORD_KEYS]
+        if missing:
+            return f"missing key(s) {', '.join(missing)}"
+        if unknown:
+            return f"unknown key(s) {', '.join(unknown)}"
+        return f"keys out of order (expected {', '.join(RECORD_KEYS)})"
+    for key in ("cell", "guerrilla", "coin"):
+        if not isinstance(record[key], str) or not record[key]:
+            return f"{key} must be a non-empty string"
+    if record["cell"] != cell_name(record["guerrilla"], record["coin"]):
+        return (f"cell {record['cell']!r} does not match players "
+                f"{cell_name(record['guerrilla'], record['coin'])!r}")
+    if not _is_int(record["game"]) or record["game"] < 0:
+        return "game must be an integer >= 0"
+    if not _is_int(record["seed"]) or not 0 <= record["seed"] <= _UINT32_MAX:
+        return "seed must be an unsigned 32-bit integer"
+    if record["winner"] not in SIDES:
+        return f"winner must be one of {', '.join(SIDES)}"
+    if not _is_int(record["plies"]) or record["plies"] < 0:
+        return "plies must be an integer >= 0"
+    if record["end"] not in END_REASONS:
+        return f"end must be one of {', '.join(END_REASONS)}"
+    implied = _WINNER_BY_END[record["end"]]
+    if implied is not None and record["winner"] != implied:
+        return f"end {record['end']!r} means a {implied} win, but winner is {record['winner']!r}"
+    for key in ("guerrilla_id", "coin_id"):
+        if not isinstance(record[key], dict):
+            return f"{key} must be a JSON object"
+    return None
+
+
+def _inconsistency(record, first) -> str | None:
+    """Why `record` cannot share a ledger with `first` (one cell, the same two players)."""
+    if record["cell"] != first["cell"]:
+        return f"cell {record['cell']!r} differs from the ledger's cell {first['cell']!r}"
+    for key in ("guerrilla_id", "coin_id"):
+        if record[key] != first[key]:
+            return f"{key} {record[key]} differs from the ledger's {first[key]}"
+    return None
+
+
+def encode_record(record) -> str:
+    """The ledger line for `record` (validated; compact separators; newline included)."""
+    problem = _record_problem(record)
+    if problem:
+        raise UserError(f"invalid ledger record: {problem}")
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _parse(path: Path) -> tuple[list[dict], int]:
+    """Records of a ledger and the byte length of its intact part (before a torn last line)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such ledger") from None
+    except OSError as error:
+        raise UserError(f"{path}: cannot read ledger ({error.strerror})") from None
+    lines = data.split(b"\n")
+    # After a final newline split() yields an empty tail; otherwise the tail is an unterminated line.
+    complete, tail = lines[:-1], lines[-1]
+    records: list[dict] = []
+    games: dict[int, int] = {}
+    intact_bytes = 0
+    for index, raw in enumerate(complete):
+        line_number = index + 1
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            if index == len(complete) - 1 and not tail:
+                break  # a torn last line that happens to end in a newline byte
+            raise UserError(f"{path}:{line_number}: not valid JSON") from None
+        problem = _record_problem(record)
+        if not problem and records:
+            problem = _inconsistency(record, records[0])
+        if problem:
+            raise UserError(f"{path}:{line_number}: {problem}")
+        if record["game"] in games:
+            raise UserError(f"{path}:{line_number}: game {record['game']} already recorded "
+                            f"on line {games[record['game']]}")
+        games[record["game"]] = line_number
+        records.append(record)
+        intact_bytes += len(raw) + 1
+    return records, intact_bytes
+
+
+def read_ledger(path) -> list[dict]:
+    """All finished games of a ledger, in file order; a torn last line is ignored.
+
+    Raises UserError ("path:line: reason") on a malformed line before the last, an invalid
+    record, a record of another cell or other players, or a repeated game index.
+    """
+    return _parse(Path(path))[0]
+
+
+class LedgerWriter:
+    """Appends records to a ledger, one flushed and fsynced line per finished game.
+
+    Opening reads the existing ledger (validating it like read_ledger) and truncates a torn last
+    line so the next append starts on a clean line. `records` holds what is already there, so
+    a match runner resumes with the games not in `done_games`.
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._handle = None
+        self.records: list[dict] = []
+
+    @property
+    def done_games(self) -> set[int]:
+        """Game indices already in the ledger."""
+        return {record["game"] for record in self.records}
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            self.records, intact_bytes = _parse(self.path)
+            if intact_bytes != self.path.stat().st_size:
+                os.truncate(self.path, intact_bytes)
+        self._handle = open(self.path, "ab")
+        return self
+
+    def append(self, record) -> None:
+        """Write one finished game; it is on disk when this returns."""
+        line = encode_record(record)
+        if self.records:
+            problem = _inconsistency(record, self.records[0])
+            if problem:
+                raise UserError(f"{self.path}: {problem}")
+        if record["game"] in self.done_games:
+            raise UserError(f"{self.path}: game {record['game']} is already recorded")
+        self._handle.write(line.encode("utf-8"))
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self.records.append(record)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+def wilson_interval(successes: int, trials: int, z: float = _Z95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (95% by default)."""
+    if trials <= 0:
+        raise ValueError("the Wilson interval needs at least one trial")
+    p = successes / trials
+    z2 = z * z
+    denominator = 1 + z2 / trials
+    center = (p + z2 / (2 * trials)) / denominator
+    half_width = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / denominator
+    return max(0.0, center - half_width), min(1.0, center + half_width)
+
+
+def summarize(records) -> dict:
+    """The summary of one cell's ledger (the G__C.json file); floats rounded to 6 places."""
+    if not records:
+        raise UserError("cannot summarize a ledger without finished games")
+    first = records[0]
+    for record in records[1:]:
+        problem = _inconsistency(record, first)
+        if problem:
+            raise UserError(f"cannot summarize: {problem}")
+    games = len(records)
+    guerrilla_wins = sum(record["winner"] == "guerrilla" for record in records)
+    low, high = wilson_interval(guerrilla_wins, games)
+    return {
+        "cell": first["cell"],
+        "guerrilla": first["guerrilla"],
+        "coin": first["coin"],
+        "games": games,
+        "guerrilla_wins": guerrilla_wins,
+        "coin_wins": games - guerrilla_wins,
+        "guerrilla_win_rate": round(guerrilla_wins / games, 6),
+        "guerrilla_win_rate_ci95": [round(low, 6), round(high, 6)],
+        "mean_plies": round(sum(record["plies"] for record in records) / games, 6),
+        "end_reasons": {end: sum(record["end"] == end for record in records) for end in END_REASONS},
+        "guerrilla_id": first["guerrilla_id"],
+        "coin_id": first["coin_id"],
+    }
+
+
+def write_summary(ledger_path, summary_path=None) -> dict:
+    """Summarize a ledger and write the summary atomically (default: next to it, G__C.json)."""
+    summary = summarize(read_ledger(ledger_path))
+    atomic_write_json(summary_path or summary_path_for(ledger_path), summary)
+    return summary
+
+
+def merge_shards(shard_paths, out_path, games: int | None = None) -> list[dict]:
+    """Merge the ledgers of game-index shards of one cell into one ledger, sorted by game index.
+
+    The shards must hold one cell with the same players, no game twice, and together exactly
+    games 0..N-1 (N = `games` when given). The output is written atomically; the same shards
+    give the same bytes whatever their order on the command line.
+    """
+    if not shard_paths:
+        raise UserError("merge needs at least one shard ledger")
+    merged: dict[int, dict] = {}
+    source: dict[int, Path] = {}
+    first = None
+    for shard in map(Path, shard_paths):
+        for record in read_ledger(shard):
+            if first is None:
+                first = record
+            problem = _inconsistency(record, first)
+            if problem:
+                raise UserError(f"{shard}: game {record['game']}: {problem}")
+            if record["game"] in merged:
+                raise UserError(f"game {record['game']} is in both {source[record['game']]} "
+                                f"and {shard}")
+            merged[record["game"]] = record
+            source[record["game"]] = shard
+    if not merged:
+        raise UserError(f"no finished games in {', '.join(map(str, shard_paths))}")
+    expected = games if games is not None else max(merged) + 1
+    missing = [game for game in range(expected) if game not in merged]
+    if missing or len(merged) != expected:
+        extra = sorted(game for game in merged if game >= expected)
+        detail = (f"missing game(s) {_ranges(missing)}" if missing
+                  else f"unexpected game(s) {_ranges(extra)}")
+        raise UserError(f"shards do not cover games 0..{expected - 1}: {detail}")
+    records = [merged[game] for game in range(expected)]
+    atomic_write_text(out_path, "".join(encode_record(record) for record in records))
+    return records
+
+
+def _ranges(numbers: list[int]) -> str:
+    """Compact listing of sorted integers: [1, 2, 3, 7] -> "1-3, 7"."""
+    parts = []
+    start = previous = None
+    for number in numbers + [None]:
+        if start is not None and number == previous + 1:
+            previous = number
+            continue
+        if start is not None:
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = number
+    return ", ".join(parts)
