@@ -1,0 +1,199 @@
+"""Hand-built positions for every rule of spec/rules.md §1-§5; each test fails if its rule is wrong."""
+import numpy as np
+import pytest
+
+from gcpipe.engine import COIN, GUERRILLA, TERMINAL_PLAYER, Game, IllegalActionError
+from gcpipe.errors import UserError
+
+
+def pt(gx, gy):
+    return gy * 7 + gx
+
+
+def sq(x, y):
+    return y * 8 + x
+
+
+def g_action(first, k):  # k: 0 down, 1 right, 2 left, 3 up
+    return first * 4 + k
+
+
+def c_action(src, d):  # d: 0 up-left, 1 up-right, 2 down-left, 3 down-right
+    return src * 4 + d
+
+
+FAR_COIN = sq(7, 7)  # keeps a game running when a test captures other coins
+
+
+def test_opening_has_168_actions_in_ascending_order():
+    game = Game()
+    legal = game.legal_actions()
+    assert len(legal) == 168
+    assert legal == sorted(legal) and legal[0] == 0
+    assert game.current_player() == GUERRILLA
+    assert game.coins() == [19, 26, 28, 35, 37, 45]
+    # point (6,6) has no down or right neighbour: only left and up
+    assert [a for a in legal if a // 4 == pt(6, 6)] == [g_action(pt(6, 6), 2), g_action(pt(6, 6), 3)]
+
+
+def test_opening_observation_bytes():
+    obs = Game().observation()
+    assert obs.dtype == np.uint8 and obs.shape == (120,)
+    assert obs[:49].sum() == 0
+    assert [c for c in range(64) if obs[49 + c]] == [19, 26, 28, 35, 37, 45]
+    assert list(obs[113:120]) == [1, 0, 0, 0, 0, 0, 0]
+
+
+def test_stones_must_touch_the_group_after_the_first_turn():
+    game = Game()
+    game.apply_action(g_action(pt(0, 0), 1))  # stones a1, b1
+    game.apply_action(game.legal_actions()[0])  # any coin move
+    legal = game.legal_actions()
+    firsts = {a // 4 for a in legal}
+    assert firsts == {pt(2, 0), pt(0, 1), pt(1, 1)}
+    # the second stone need not touch the group, only the first one
+    assert g_action(pt(0, 1), 0) in legal  # a2 then a3
+
+
+def test_interior_surround_needs_four_stones():
+    coin = sq(3, 3)  # corners c3 d3 c4 d4 = points (2,2) (3,2) (2,3) (3,3)
+    game = Game.from_position(stones=[pt(2, 2), pt(3, 2)], coins=[coin, FAR_COIN])
+    captured = game.apply_action(g_action(pt(2, 3), 1))  # (2,3) then (3,3)
+    assert captured == 1 and game.coins() == [FAR_COIN]
+    assert game.current_player() == COIN and game.stones_placed == 4
+
+
+def test_interior_coin_with_three_stones_survives():
+    game = Game.from_position(stones=[pt(2, 2), pt(3, 2)], coins=[sq(3, 3), FAR_COIN])
+    assert game.apply_action(g_action(pt(2, 3), 0)) == 0  # (2,3) then (2,4): (3,3) stays empty
+    assert sq(3, 3) in game.coins()
+
+
+def test_edge_square_needs_two_stones():
+    coin = sq(0, 3)  # corners (0,2) and (0,3) only
+    game = Game.from_position(coins=[coin, FAR_COIN], stones=[pt(1, 2)], stones_placed=1)
+    assert game.apply_action(g_action(pt(0, 2), 0)) == 1
+    assert game.coins() == [FAR_COIN]
+
+
+def test_corner_square_needs_one_stone_and_last_coin_ends_before_second_stone():
+    game = Game.from_position(coins=[sq(0, 0)], stones=[pt(1, 0)], stones_placed=1)
+    game.apply_action(g_action(pt(0, 0), 0))  # first stone on (0,0) clears the board
+    assert game.is_terminal() and game.winner == GUERRILLA and game.end_reason == "coins_cleared"
+    assert game.stones_placed == 2 and game.stones() == [pt(0, 0), pt(1, 0)]  # second stone not placed
+    assert game.returns() == [1.0, -1.0] and game.current_player() == TERMINAL_PLAYER
+
+
+def test_one_stone_captures_several_coins_at_once():
+    # point (0,0) is the only corner of square (0,0) and, with (1,0), a corner of square (1,0)
+    game = Game.from_position(stones=[pt(1, 0)], coins=[sq(0, 0), sq(1, 0), FAR_COIN])
+    assert game.apply_action(g_action(pt(0, 0), 0)) == 2  # (0,0) takes both; (0,1) takes nothing
+    assert game.coins() == [FAR_COIN]
+    # each placement is scanned: the second stone completes square (0,1) too
+    game = Game.from_position(stones=[pt(1, 0)], coins=[sq(0, 0), sq(1, 0), sq(0, 1), FAR_COIN])
+    assert game.apply_action(g_action(pt(0, 0), 0)) == 3
+
+
+def test_coin_step_captures_the_crossed_stone_and_capture_is_optional():
+    game = Game.from_position(stones=[pt(2, 2)], coins=[sq(2, 2), FAR_COIN], to_move=COIN)
+    legal = game.legal_actions()
+    assert c_action(sq(2, 2), 3) in legal and c_action(sq(2, 2), 0) in legal  # capture or not
+    assert game.apply_action(c_action(sq(2, 2), 3)) == 1  # (2,2) -> (3,3) crosses point (2,2)
+    assert game.stones() == [] and game.is_terminal()
+    assert game.winner == COIN and game.end_reason == "stones_wiped"
+
+
+def test_chain_capture_forces_the_same_coin():
+    stones = [pt(2, 2), pt(3, 3), pt(0, 6)]  # (2,2)->(3,3) crosses (2,2); (3,3)->(4,4) crosses (3,3)
+    game = Game.from_position(stones=stones, coins=[sq(2, 2), FAR_COIN], to_move=COIN)
+    assert game.apply_action(c_action(sq(2, 2), 3)) == 1
+    assert game.current_player() == COIN
+    obs = game.observation()
+    assert obs[114] == 1 and obs[115] == sq(3, 3) + 1
+    assert game.legal_actions() == [c_action(sq(3, 3), 3)]  # only the capturing step of that coin
+    assert game.action_mask().sum() == 1
+    with pytest.raises(IllegalActionError):
+        game.apply_action(c_action(FAR_COIN, 0))
+    game.apply_action(c_action(sq(3, 3), 3))
+    assert game.current_player() == GUERRILLA and game.observation()[114:116].tolist() == [0, 0]
+    assert game.stones() == [pt(0, 6)]
+
+
+def test_chain_that_wipes_all_stones_wins_mid_chain():
+    game = Game.from_position(stones=[pt(2, 2), pt(3, 3)], coins=[sq(2, 2), FAR_COIN], to_move=COIN)
+    game.apply_action(c_action(sq(2, 2), 3))
+    game.apply_action(c_action(sq(3, 3), 3))
+    assert game.winner == COIN and game.end_reason == "stones_wiped"
+
+
+def test_sixty_sixth_stone_loses_unless_it_clears_the_board():
+    stones = [pt(1, 0)]
+    game = Game.from_position(stones=stones, coins=[sq(5, 5), FAR_COIN], stones_placed=64)
+    game.apply_action(g_action(pt(2, 0), 1))
+    assert game.winner == COIN and game.end_reason == "stones_exhausted" and game.stones_placed == 66
+    # 65 placed: the first stone is the 66th and ends the game; the second is never placed
+    game = Game.from_position(stones=stones, coins=[sq(5, 5), FAR_COIN], stones_placed=65)
+    game.apply_action(g_action(pt(2, 0), 1))
+    assert game.end_reason == "stones_exhausted" and game.stones() == [pt(1, 0), pt(2, 0)]
+    # the 66th stone clearing the last coin wins for Guerrilla (priority over exhaustion)
+    game = Game.from_position(stones=[pt(1, 0)], coins=[sq(0, 0)], stones_placed=65)
+    game.apply_action(g_action(pt(0, 0), 0))
+    assert game.winner == GUERRILLA and game.end_reason == "coins_cleared"
+
+
+def test_guerrilla_without_legal_placement_loses():
+    # every point is a stone but (0,0) and (6,6): both are placeable but have no empty neighbour
+    stones = [g for g in range(49) if g not in (pt(0, 0), pt(6, 6))]
+    assert Game.from_position(stones=stones, coins=[sq(0, 0)], stones_placed=47).legal_actions() == []
+    game = Game.from_position(stones=stones, coins=[sq(0, 0)], stones_placed=47, to_move=COIN)
+    assert game.legal_actions() == [c_action(sq(0, 0), 3)]  # crosses the empty point (0,0): no capture
+    assert game.apply_action(c_action(sq(0, 0), 3)) == 0
+    assert game.winner == COIN and game.end_reason == "stalemate"
+
+
+def test_illegal_and_out_of_range_actions_leave_the_state_untouched():
+    game = Game(7)
+    before = game.serialize()
+    for bad in (-1, 256, 10**9, 196, g_action(pt(6, 6), 0)):
+        with pytest.raises(IllegalActionError):
+            game.apply_action(bad)
+    for bad in (1.5, "3", None, True):
+        with pytest.raises(UserError):
+            game.apply_action(bad)
+    assert game.serialize() == before
+
+
+def test_actions_after_the_end_are_rejected():
+    game = Game.from_position(coins=[sq(0, 0)], stones=[pt(1, 0)], stones_placed=1)
+    game.apply_action(g_action(pt(0, 0), 0))
+    with pytest.raises(IllegalActionError, match="over"):
+        game.apply_action(0)
+    assert game.legal_actions() == [] and game.action_mask().sum() == 0
+
+
+def test_serialize_round_trip_and_malformed_input():
+    game = Game(99)
+    for _ in range(10):
+        game.apply_action(game.legal_actions()[len(game.legal_actions()) // 2])
+    again = Game.deserialize(game.serialize())
+    assert again == game and again.legal_actions() == game.legal_actions()
+    for bad in ("", "gc1 1 2 3", "gc2 0 0 1 0 -1 0 0 0 0 0", "gc1 zz 0 1 0 -1 0 0 0 0 0",
+                "gc1 0 0 3 0 -1 0 0 0 0 0", "gc1 0 80000 2 1 -1 0 0 0 0 0", 42):
+        with pytest.raises(UserError):
+            Game.deserialize(bad)
+
+
+def test_clone_is_independent():
+    game = Game(3)
+    copy = game.clone()
+    copy.apply_action(copy.legal_actions()[0])
+    assert game.plies == 0 and copy.plies == 1
+
+
+def test_move_notation_round_trips_every_opening_action():
+    game = Game()
+    for a in game.legal_actions():
+        assert game.string_to_action(game.action_to_string(a)) == a
+    assert game.action_to_string(0) == "a1-a2"
+    with pytest.raises(UserError):
+        game.string_to_action("h9 h8")
