@@ -1,0 +1,86 @@
+/* The batched training environment (rules.md §4.4, §5, §6): N games stepped in one call over
+ * caller-owned buffers, in the style of PufferLib's Ocean envs (flat structs, no allocation while
+ * stepping).  Buffers are row-major with S slots per env (S = 2 in self-play, 1 in bot mode):
+ *   observations uint8[N][S][120], action_masks uint8[N][S][256], actions int32[N][S],
+ *   rewards float[N][S], terminals uint8[N][S], opponent_tags int32[N], slot_sides uint8[N][S].
+ *
+ * Randomness: each env owns a splitmix64 generator started at (seed << 32) + env index by
+ * gc_vec_reset.  One
+ * draw per game: its low 32 bits seed the game (gc_reset, the generator bots draw from), bit 32
+ * picks slot 0's side when `side` is 0.  The whole batch is a pure function of
+ * (seed, N, configuration, actions). */
+#ifndef GC_ENV_H
+#define GC_ENV_H
+#include "gc_bots.h"
+
+/* Reward shaping of rules.md §6, per piece captured by the actor. */
+#define GC_SHAPING_PER_COIN 0.05f
+#define GC_SHAPING_PER_STONE 0.03f
+#define GC_LOG_BANKS 8
+
+/* One environment: the running game and the bookkeeping of the current episode. */
+typedef struct {
+    gc_state game;
+    uint64_t rng;           /* splitmix64 state: game seeds and random sides */
+    int32_t tick;           /* decision steps this episode (illegal ones included; bot moves excluded) */
+    int32_t invalid;        /* illegal actions this episode, by either slot */
+    float episode_return;   /* slot 0's summed rewards this episode */
+    uint8_t slot0_side;     /* GC_GUERRILLA or GC_COIN: the side slot 0 plays this game */
+} gc_env;
+
+/* Sums over the games finished since the log was last cleared (Python turns them into means).
+ * A game "wins" for slot 0 when slot 0's side is the winner; there are no draws. */
+typedef struct {
+    double games;
+    double slot0_wins;
+    double episode_return;      /* slot 0 */
+    double episode_length;      /* ticks */
+    double invalid_rate;        /* per game: illegal actions / ticks */
+    double games_as_guerrilla, wins_as_guerrilla;  /* slot 0 playing Guerrilla */
+    double games_as_coin, wins_as_coin;            /* slot 0 playing COIN */
+    double hist_n, hist_wins;                      /* opponent tag >= 1: a frozen opponent */
+    double hist_n_bank[GC_LOG_BANKS], hist_wins_bank[GC_LOG_BANKS];  /* tag i+1: bank i */
+} gc_env_log;
+
+typedef struct {
+    int num_envs;
+    int num_slots;            /* 2 self-play, 1 bot mode; set by gc_vec_init */
+    int selfplay;
+    int side;                 /* 0 random per game, GC_GUERRILLA or GC_COIN: slot 0's side */
+    int max_episode_length;   /* timeout in ticks (rules.md §4.4) */
+    uint32_t seed;            /* base seed of the env generators */
+    gc_bot bot;               /* bot mode: the opponent */
+    gc_mcts *mcts;            /* bot mode with an MCTS opponent: its node pool (gc_vec_init) */
+    gc_env *envs;             /* num_envs entries, caller-owned */
+    uint8_t *observations;
+    uint8_t *action_masks;
+    int32_t *actions;
+    float *rewards;
+    uint8_t *terminals;
+    int32_t *opponent_tags;   /* self-play: 0 current policy, i+1 frozen bank i (read at game end) */
+    uint8_t *slot_sides;
+    gc_env_log log;
+} gc_vec;
+
+/* Checks the configuration, sets num_slots and, for an MCTS opponent, allocates its node pool
+ * (the only allocation; gc_vec_close frees it).  Returns 0, or -1 for a bad configuration
+ * (sizes, side, timeout, bot kind, MCTS settings) or when the pool cannot be allocated. */
+int gc_vec_init(gc_vec *v);
+void gc_vec_close(gc_vec *v);
+/* Restarts the env generators from v->seed, clears the log, starts a new game in every env and
+ * writes observations, masks and slot sides; rewards and terminals are zeroed.  Returns 0, or a
+ * negative gc_bot_choose error of a bot opponent (bot mode, COIN agent: the bot opens). */
+int gc_vec_reset(gc_vec *v);
+/* One decision step of every env from v->actions (rules.md §6), auto-resetting finished games.
+ * Returns 0, or a negative gc_bot_choose error of a bot opponent. */
+int gc_vec_step(gc_vec *v);
+
+/* Benchmark helpers. */
+/* Random play through the rules, legal enumeration included: plays n_actions uniformly random
+ * legal actions (gc_bot_random's choice), restarting finished games; returns the games finished. */
+int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed);
+/* For each env, writes into its actor slot a legal action drawn uniformly from its mask with the
+ * caller's splitmix64 state `*rng` (and 255 into the waiting slot): a cheap self-play policy. */
+void gc_vec_random_actions(gc_vec *v, uint64_t *rng);
+
+#endif

@@ -1,0 +1,214 @@
+"""The batched training environment (rules.md §4.4, §5, §6) over numpy buffers shared with C.
+
+Self-play (`selfplay=True`, two slots): slot 0 is the trainable policy, slot 1 the opponent. Each
+tick both slots receive the same 120-byte observation; the actor slot's mask lists the legal
+actions, the waiting slot's mask allows only 255 (pass), and only the actor slot's action is read.
+`side` 0 draws slot 0's side per game, 1 makes slot 0 the Guerrilla, 2 the COIN.
+Bot mode (`selfplay=False`, one slot): slot 0 plays `side` against a built-in bot that replies
+inside `step` (a COIN agent receives the position after the bot's opening).
+
+Rewards: legal action -> 0.05 per coin (Guerrilla) / 0.03 per stone (COIN) captured, to the actor;
+illegal action -> state unchanged, -1 to the actor; the step that ends a game gives +1 to the
+winner's slot and -1 to the loser's (replacing that step's shaping) with both terminals 1, and
+the returned observation is already the next game's first.  Every decision step of the env is a
+tick (bot moves are not); at `max_episode_length` ticks COIN wins.
+
+Randomness: env i owns a splitmix64 generator started at (seed << 32) + i on `reset`; each game
+takes one draw, whose low 32 bits seed the game (its generator feeds the bots) and whose bit 32
+picks slot 0's side when `side` is 0.  Everything is a pure function of (seed, num_envs, config,
+actions).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gcpipe._engine import ffi, lib
+from gcpipe.errors import UserError
+
+OPPONENTS = {"random": 0, "greedy": 1, "mcts": 2}
+ROLLOUTS = {"random": 0, "greedy": 1}
+LOG_BANKS = 8
+_ZERO_LOG = ffi.new("gc_env_log *")  # all zeros
+
+
+class VecEnv:
+    """`num_envs` games stepped together; see the module docstring for the semantics.
+
+    Buffers (attributes, fixed for the env's lifetime; write into them, do not rebind):
+    observations uint8 [N, S, 120], action_masks uint8 [N, S, 256], actions int32 [N, S],
+    rewards float32 [N, S], terminals uint8 [N, S], slot_sides uint8 [N, S] (1 Guerrilla,
+    2 COIN, for the game now in `observations`), opponent_tags int32 [N] (self-play: 0 = slot 1
+    is the current policy, i + 1 = a frozen opponent from bank i; read when a game ends, so set
+    an env's tag for its next game right after the step that returned its terminal).
+
+    `pop_log()` summarises the games finished since the last call (all are per-game means
+    unless noted; a mean over no games is NaN):
+      games (count), perf = score = slot_0_score (slot 0's win fraction, 0..1; a "score" is
+      always a win fraction since there are no draws), slot_1_score (1 - slot_0_score),
+      episode_return (slot 0's summed rewards), episode_length (ticks), invalid_rate (illegal
+      actions of either slot / ticks, per game), games_as_guerrilla / games_as_coin /
+      wins_as_guerrilla / wins_as_coin (counts for slot 0's side), slot_0_score_as_guerrilla /
+      slot_0_score_as_coin (win fraction over the games on that side), hist_n (count of games
+      against frozen opponents, tag >= 1), hist_score (slot 0's win fraction in them), and per
+      bank i < 8 hist_n_bank_i (count, tag i + 1) and hist_score_bank_i.
+    """
+
+    def __init__(self, num_envs: int, *, selfplay: bool = True, side: int = 0, opponent: str = "random",
+                 mcts_iterations: int = 256, mcts_exploration: float = 0.7, mcts_rollout: str = "greedy",
+                 max_episode_length: int = 256, seed: int = 0):
+        self._vec = None
+        if not _is_int(num_envs) or num_envs <= 0:
+            raise UserError(f"num_envs must be a positive integer, got {num_envs!r}")
+        if not _is_int(side) or side not in (0, 1, 2):
+            raise UserError(f"side must be 0 (random), 1 (Guerrilla) or 2 (COIN), got {side!r}")
+        if not _is_int(max_episode_length) or max_episode_length <= 0:
+            raise UserError(f"max_episode_length must be a positive integer, got {max_episode_length!r}")
+        if not _is_int(seed) or not 0 <= seed < 2**32:
+            raise UserError(f"seed must be an unsigned 32-bit integer, got {seed!r}")
+        if opponent not in OPPONENTS:
+            raise UserError(f"unknown opponent {opponent!r}; choose one of {', '.join(OPPONENTS)}")
+        if opponent == "mcts" and not selfplay:
+            if not _is_int(mcts_iterations) or mcts_iterations <= 0:
+                raise UserError(f"mcts_iterations must be a positive integer, got {mcts_iterations!r}")
+            if not isinstance(mcts_exploration, (int, float)) or not math.isfinite(mcts_exploration) \
+                    or mcts_exploration < 0:
+                raise UserError(f"mcts_exploration must be a finite number >= 0, got {mcts_exploration!r}")
+            if mcts_rollout not in ROLLOUTS:
+                raise UserError(f"unknown mcts_rollout {mcts_rollout!r}; choose random or greedy")
+
+        self.num_envs = int(num_envs)
+        self.selfplay = bool(selfplay)
+        self.num_slots = 2 if self.selfplay else 1
+        n, s = self.num_envs, self.num_slots
+        self._observations = np.zeros((n, s, 120), np.uint8)
+        self._action_masks = np.zeros((n, s, 256), np.uint8)
+        self._actions = np.zeros((n, s), np.int32)
+        self._rewards = np.zeros((n, s), np.float32)
+        self._terminals = np.zeros((n, s), np.uint8)
+        self._opponent_tags = np.zeros(n, np.int32)
+        self._slot_sides = np.zeros((n, s), np.uint8)
+        self._envs = ffi.new("gc_env[]", n)
+        vec = ffi.new("gc_vec *")
+        vec.num_envs = n
+        vec.selfplay = int(self.selfplay)
+        vec.side = int(side)
+        vec.max_episode_length = int(max_episode_length)
+        vec.seed = int(seed)
+        vec.bot = {"kind": OPPONENTS[opponent], "iterations": int(mcts_iterations),
+                   "exploration": float(mcts_exploration), "rollout": ROLLOUTS.get(mcts_rollout, 1)}
+        vec.envs = self._envs
+        # The C struct points into the numpy arrays; the attributes keep them alive.
+        vec.observations = ffi.from_buffer("uint8_t[]", self._observations)
+        vec.action_masks = ffi.from_buffer("uint8_t[]", self._action_masks)
+        vec.actions = ffi.from_buffer("int32_t[]", self._actions)
+        vec.rewards = ffi.from_buffer("float[]", self._rewards)
+        vec.terminals = ffi.from_buffer("uint8_t[]", self._terminals)
+        vec.opponent_tags = ffi.from_buffer("int32_t[]", self._opponent_tags)
+        vec.slot_sides = ffi.from_buffer("uint8_t[]", self._slot_sides)
+        if lib.gc_vec_init(vec) != 0:
+            raise UserError(f"cannot set up the environment (MCTS node pool of {mcts_iterations + 1} nodes "
+                            "could not be allocated)")
+        self._vec = vec
+        self._started = False
+
+    # Read-only attributes: C holds pointers to these exact arrays.
+    observations = property(lambda self: self._observations)
+    action_masks = property(lambda self: self._action_masks)
+    actions = property(lambda self: self._actions)
+    rewards = property(lambda self: self._rewards)
+    terminals = property(lambda self: self._terminals)
+    opponent_tags = property(lambda self: self._opponent_tags)
+    slot_sides = property(lambda self: self._slot_sides)
+
+    def reset(self) -> None:
+        """Restarts the generators from the seed, clears the log and starts a game in every env."""
+        self._check_open()
+        _check_bot(lib.gc_vec_reset(self._vec))
+        self._started = True
+
+    def step(self, actions: np.ndarray | None = None) -> None:
+        """One decision step of every env; `actions` (int [N, S]) is copied into `self.actions`."""
+        self._check_open()
+        if not self._started:
+            raise UserError("call reset() before step()")
+        if actions is not None:
+            self._load_actions(actions)
+        _check_bot(lib.gc_vec_step(self._vec))
+
+    def pop_log(self) -> dict[str, float]:
+        """Means over the games finished since the last call (see the class docstring)."""
+        self._check_open()
+        log = self._vec.log
+        games = log.games
+        wins = log.slot0_wins
+        out = {
+            "games": games,
+            "perf": _mean(wins, games),
+            "score": _mean(wins, games),
+            "episode_return": _mean(log.episode_return, games),
+            "episode_length": _mean(log.episode_length, games),
+            "invalid_rate": _mean(log.invalid_rate, games),
+            "games_as_guerrilla": log.games_as_guerrilla,
+            "wins_as_guerrilla": log.wins_as_guerrilla,
+            "games_as_coin": log.games_as_coin,
+            "wins_as_coin": log.wins_as_coin,
+            "slot_0_score": _mean(wins, games),
+            "slot_1_score": _mean(games - wins, games),
+            "slot_0_score_as_guerrilla": _mean(log.wins_as_guerrilla, log.games_as_guerrilla),
+            "slot_0_score_as_coin": _mean(log.wins_as_coin, log.games_as_coin),
+            "hist_score": _mean(log.hist_wins, log.hist_n),
+            "hist_n": log.hist_n,
+        }
+        for i in range(LOG_BANKS):
+            out[f"hist_score_bank_{i}"] = _mean(log.hist_wins_bank[i], log.hist_n_bank[i])
+            out[f"hist_n_bank_{i}"] = log.hist_n_bank[i]
+        self._vec.log = _ZERO_LOG[0]
+        return out
+
+    def close(self) -> None:
+        """Frees the bot's search pool; the env cannot be used afterwards."""
+        if self._vec is not None:
+            lib.gc_vec_close(self._vec)
+            self._vec = None
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self) -> "VecEnv":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._vec is None:
+            raise UserError("this VecEnv is closed")
+
+    def _load_actions(self, actions) -> None:
+        actions = np.asarray(actions)
+        if actions.shape != self._actions.shape:
+            raise UserError(f"actions must have shape {self._actions.shape}, got {actions.shape}")
+        if actions.dtype.kind not in "iu":
+            raise UserError(f"actions must be integers, got dtype {actions.dtype}")
+        if actions.dtype != np.int32 and actions.size:
+            low, high = actions.min(), actions.max()
+            # Out-of-range actions are legal inputs (illegal moves); only values int32 cannot hold
+            # would silently wrap into a different action.
+            if low < np.iinfo(np.int32).min or high > np.iinfo(np.int32).max:
+                raise UserError(f"actions must fit in int32, got values in [{low}, {high}]")
+        np.copyto(self._actions, actions, casting="unsafe")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _mean(total: float, count: float) -> float:
+    return total / count if count else math.nan
+
+
+def _check_bot(code: int) -> None:
+    if code != 0:
+        raise UserError(f"the bot opponent failed (engine error {code})")
