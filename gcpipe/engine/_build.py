@@ -51,9 +51,56 @@ typedef struct {
 } gc_bot;
 int gc_bot_random(gc_state *s);
 int gc_bot_greedy(gc_state *s);
+
+/* csrc/gc_env.h: the batched training environment */
+typedef struct gc_mcts gc_mcts;
+typedef struct {
+    gc_state game;
+    uint64_t rng;
+    int32_t tick;
+    int32_t invalid;
+    float episode_return;
+    uint8_t slot0_side;
+} gc_env;
+typedef struct {
+    double games;
+    double slot0_wins;
+    double episode_return;
+    double episode_length;
+    double invalid_rate;
+    double games_as_guerrilla, wins_as_guerrilla;
+    double games_as_coin, wins_as_coin;
+    double hist_n, hist_wins;
+    double hist_n_bank[8], hist_wins_bank[8];
+} gc_env_log;
+typedef struct {
+    int num_envs;
+    int num_slots;
+    int selfplay;
+    int side;
+    int max_episode_length;
+    uint32_t seed;
+    gc_bot bot;
+    gc_mcts *mcts;
+    gc_env *envs;
+    uint8_t *observations;
+    uint8_t *action_masks;
+    int32_t *actions;
+    float *rewards;
+    uint8_t *terminals;
+    int32_t *opponent_tags;
+    uint8_t *slot_sides;
+    gc_env_log log;
+} gc_vec;
+int gc_vec_init(gc_vec *v);
+void gc_vec_close(gc_vec *v);
+int gc_vec_reset(gc_vec *v);
+int gc_vec_step(gc_vec *v);
+int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed);
+void gc_vec_random_actions(gc_vec *v, uint64_t *rng);
 """
 
-HEADERS = ["gc_rules.h", "gc_bots.h"]
+HEADERS = ["gc_rules.h", "gc_bots.h", "gc_env.h"]
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
