@@ -1,0 +1,386 @@
+"""The batched training environment (rules.md §4.4, §5, §6) against scripted games and a
+Python reference that steps `Game` objects with the same semantics."""
+import math
+
+import numpy as np
+import pytest
+
+from gcpipe.engine import Game, VecEnv
+from gcpipe.errors import UserError
+
+G, C = 1, 2          # sides as the env reports them (slot_sides, observation byte 113)
+PASS = 255
+U64 = (1 << 64) - 1
+START_LEGAL = 168
+LOG_FIELDS = ["games", "perf", "score", "episode_return", "episode_length", "invalid_rate", "games_as_guerrilla",
+              "wins_as_guerrilla", "games_as_coin", "wins_as_coin", "slot_0_score", "slot_1_score",
+              "slot_0_score_as_guerrilla", "slot_0_score_as_coin", "hist_score", "hist_n",
+              *(f"hist_{what}_bank_{i}" for i in range(8) for what in ("score", "n"))]
+
+
+def splitmix64(state: int) -> tuple[int, int]:
+    state = (state + 0x9E3779B97F4A7C15) & U64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & U64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & U64
+    return state, z ^ (z >> 31)
+
+
+def park_miller(state: int) -> int:
+    s = state or 123459876
+    hi, lo = divmod(s, 127773)
+    x = 16807 * lo - 2836 * hi
+    return x + 2147483647 if x < 0 else x
+
+
+def first_draw(seed: int, index: int) -> int:
+    return splitmix64(((seed << 32) + index) & U64)[1]
+
+
+class RefEnv:
+    """One env of the batch, stepped through `Game` (the rules core's own mask and observation)."""
+
+    def __init__(self, index, seed, *, selfplay, side, max_len):
+        self.rng = ((seed << 32) + index) & U64
+        self.selfplay, self.side, self.max_len = selfplay, side, max_len
+        self.start()
+
+    def start(self):
+        self.rng, draw = splitmix64(self.rng)
+        self.game = Game(draw & 0xFFFFFFFF)
+        self.side0 = self.side or (C if draw >> 32 & 1 else G)
+        self.tick = 0
+        if not self.selfplay:
+            self.bot_replies()
+
+    def to_move(self):
+        return self.game.current_player() + 1
+
+    def bot_replies(self):  # the random bot: legal[rand() % n] from the game's generator
+        while not self.game.is_terminal() and self.to_move() != self.side0:
+            legal = self.game.legal_actions()
+            self.game.rng_state = park_miller(self.game.rng_state)
+            self.game.apply_action(legal[self.game.rng_state % len(legal)])
+
+    def step(self, row):
+        slots = 2 if self.selfplay else 1
+        rewards, terminals = [np.float32(0)] * slots, [0] * slots
+        actor_side = self.to_move()
+        actor = 0 if actor_side == self.side0 else 1
+        action = int(row[actor])
+        self.tick += 1
+        if action in self.game.legal_actions():
+            captured = self.game.apply_action(action)
+            per_piece = np.float32(0.05) if actor_side == G else np.float32(0.03)
+            rewards[actor] = min(np.float32(captured) * per_piece, np.float32(1))
+            if not self.selfplay:
+                self.bot_replies()
+        else:
+            rewards[actor] = np.float32(-1)
+        winner = self.game.winner + 1 if self.game.is_terminal() else 0
+        if self.tick >= self.max_len and (not winner or self.game.end_reason == "stalemate"):
+            winner = C
+        if winner:
+            rewards[0] = np.float32(1 if winner == self.side0 else -1)
+            if slots == 2:
+                rewards[1] = -rewards[0]
+            terminals = [1] * slots
+            self.start()
+        return rewards, terminals
+
+    def view(self):
+        obs, mask = self.game.observation(), self.game.action_mask()
+        if not self.selfplay:
+            return [obs], [mask], [self.side0]
+        pass_only = np.zeros(256, np.uint8)
+        pass_only[PASS] = 1
+        actor = 0 if self.to_move() == self.side0 else 1
+        masks = [mask, pass_only] if actor == 0 else [pass_only, mask]
+        return [obs, obs], masks, [self.side0, G + C - self.side0]
+
+
+def random_actions(env: VecEnv, rng: np.random.Generator) -> np.ndarray:
+    """Mostly legal actions from the masks, with illegal, out-of-range and pass actions mixed in."""
+    actions = np.empty(env.actions.shape, np.int64)
+    for i in range(env.num_envs):
+        for s in range(env.num_slots):
+            u = rng.random()
+            if u < 0.8:
+                actions[i, s] = rng.choice(np.flatnonzero(env.action_masks[i, s]))
+            elif u < 0.9:
+                actions[i, s] = rng.integers(0, 256)
+            elif u < 0.95:
+                actions[i, s] = rng.choice([-1, 256, 10**6, -(2**31)])
+            else:
+                actions[i, s] = PASS
+    return actions
+
+
+def assert_matches_reference(env: VecEnv, refs: list[RefEnv]):
+    for i, ref in enumerate(refs):
+        obs, masks, sides = ref.view()
+        for s in range(env.num_slots):
+            np.testing.assert_array_equal(env.observations[i, s], obs[s])
+            np.testing.assert_array_equal(env.action_masks[i, s], masks[s])
+        assert list(env.slot_sides[i]) == sides
+
+
+@pytest.mark.parametrize("selfplay,side,max_len", [(True, 0, 256), (True, 1, 24), (True, 2, 40),
+                                                   (False, 1, 30), (False, 2, 256), (False, 0, 50)])
+def test_matches_python_reference_on_random_action_streams(selfplay, side, max_len):
+    n, seed = 6, 12345
+    env = VecEnv(n, selfplay=selfplay, side=side, opponent="random", max_episode_length=max_len, seed=seed)
+    env.reset()
+    refs = [RefEnv(i, seed, selfplay=selfplay, side=side, max_len=max_len) for i in range(n)]
+    assert_matches_reference(env, refs)
+    rng = np.random.default_rng(7)
+    terminals_seen = 0
+    for _ in range(300):
+        actions = random_actions(env, rng)
+        env.step(actions)
+        for i, ref in enumerate(refs):
+            rewards, terminals = ref.step(actions[i])
+            assert list(env.rewards[i]) == rewards
+            assert list(env.terminals[i]) == terminals
+            terminals_seen += terminals[0]
+        assert_matches_reference(env, refs)
+    assert terminals_seen > 0
+
+
+def test_waiting_slot_may_only_pass_and_actor_gets_the_legal_mask():
+    env = VecEnv(16, seed=3)
+    env.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        for i in range(16):
+            to_move = env.observations[i, 0, 113]
+            actor = 0 if env.slot_sides[i, 0] == to_move else 1
+            waiting = env.action_masks[i, 1 - actor]
+            assert waiting.sum() == 1 and waiting[PASS] == 1
+            assert env.action_masks[i, actor, PASS] == 0 and env.action_masks[i, actor].sum() > 0
+            np.testing.assert_array_equal(env.observations[i, 0], env.observations[i, 1])
+        env.step(random_actions(env, rng))
+
+
+def test_sides_per_slot():
+    for side, expected in ((1, [G, C]), (2, [C, G])):
+        env = VecEnv(8, side=side, seed=5)
+        env.reset()
+        assert (env.slot_sides == expected).all()
+        actor = 0 if side == 1 else 1          # Guerrilla moves first
+        assert (env.action_masks[:, actor].sum(axis=1) == START_LEGAL).all()
+        assert (env.action_masks[:, 1 - actor].sum(axis=1) == 1).all()
+    env = VecEnv(64, side=0, seed=9)
+    env.reset()
+    expected = [C if first_draw(9, i) >> 32 & 1 else G for i in range(64)]
+    assert list(env.slot_sides[:, 0]) == expected
+    assert set(expected) == {G, C}
+    assert (env.slot_sides.sum(axis=1) == G + C).all()
+
+
+def test_illegal_action_is_a_penalised_no_op():
+    env = VecEnv(1, side=1, seed=0)
+    env.reset()
+    obs, mask = env.observations.copy(), env.action_masks.copy()
+    for bad in (PASS, 300, -7):              # pass, out of range above and below
+        env.step(np.array([[bad, PASS]]))
+        assert list(env.rewards[0]) == [-1.0, 0.0]
+        assert list(env.terminals[0]) == [0, 0]
+        np.testing.assert_array_equal(env.observations, obs)
+        np.testing.assert_array_equal(env.action_masks, mask)
+    log = env.pop_log()
+    assert log["games"] == 0 and math.isnan(log["perf"])
+
+
+def test_timeout_counts_illegal_steps_and_coin_wins():
+    env = VecEnv(1, side=1, max_episode_length=3, seed=0)   # slot 0 = Guerrilla
+    env.reset()
+    env.step(np.array([[PASS, PASS]]))
+    env.step(np.array([[PASS, PASS]]))
+    assert list(env.terminals[0]) == [0, 0]
+    env.step(np.array([[PASS, PASS]]))
+    assert list(env.rewards[0]) == [-1.0, 1.0]
+    assert list(env.terminals[0]) == [1, 1]
+
+
+def test_terminal_reward_replaces_the_illegal_penalty():
+    env = VecEnv(1, side=2, max_episode_length=2, seed=0)   # slot 0 = COIN, slot 1 opens
+    env.reset()
+    env.step(np.array([[PASS, 0]]))
+    assert list(env.rewards[0]) == [0.0, 0.0]
+    env.step(np.array([[PASS, PASS]]))     # COIN's illegal move hits the timeout: COIN wins
+    assert list(env.rewards[0]) == [1.0, -1.0]
+    assert list(env.terminals[0]) == [1, 1]
+
+
+def capture_script(actor_side):
+    """A legal game prefix ending with a capture by `actor_side`; returns (actions, captured)."""
+    rng = np.random.default_rng(11)
+    while True:
+        game, actions = Game(1), []
+        while not game.is_terminal():
+            side = game.current_player() + 1
+            action = int(rng.choice(game.legal_actions()))
+            captured = game.apply_action(action)
+            actions.append(action)
+            if captured and side == actor_side and not game.is_terminal():
+                return actions, captured
+
+
+@pytest.mark.parametrize("side", [G, C])
+def test_capture_shaping(side):
+    actions, last_captured = capture_script(side)
+    env = VecEnv(1, side=side, seed=0)
+    env.reset()
+    game = Game(0)
+    for action in actions:
+        actor_side = game.current_player() + 1
+        actor = 0 if actor_side == side else 1
+        row = [PASS, PASS]
+        row[actor] = action
+        env.step(np.array([row]))
+        captured = game.apply_action(action)
+        expected = [0.0, 0.0]
+        expected[actor] = float(np.float32(captured) * np.float32(0.05 if actor_side == G else 0.03))
+        assert list(env.rewards[0]) == expected
+    assert last_captured >= 1 and env.rewards[0, 0] == np.float32(last_captured) * np.float32(
+        0.05 if side == G else 0.03)
+
+
+def test_auto_reset_keeps_the_finished_games_reward():
+    env = VecEnv(2, side=1, max_episode_length=1, seed=4)
+    env.reset()
+    start_obs, start_mask = env.observations.copy(), env.action_masks.copy()
+    env.step(np.array([[0, PASS], [PASS, PASS]]))      # env 0 legal, env 1 illegal; both time out
+    assert (env.terminals == 1).all()
+    assert (env.rewards == [[-1.0, 1.0], [-1.0, 1.0]]).all()
+    # The returned view is the next game's first position: the start again.
+    np.testing.assert_array_equal(env.observations, start_obs)
+    np.testing.assert_array_equal(env.action_masks, start_mask)
+    env.step(np.array([[PASS, PASS], [PASS, PASS]]))   # the new games also last one tick
+    assert (env.terminals == 1).all()
+
+
+def test_bot_mode_coin_agent_sees_the_bots_opening():
+    env = VecEnv(4, selfplay=False, side=2, opponent="random", seed=21)
+    env.reset()
+    assert env.num_slots == 1 and env.observations.shape == (4, 1, 120)
+    for i in range(4):
+        game = Game(first_draw(21, i) & 0xFFFFFFFF)
+        game.rng_state = park_miller(game.rng_state)
+        opening = game.legal_actions()[game.rng_state % START_LEGAL]
+        game.apply_action(opening)
+        obs = env.observations[i, 0]
+        assert obs[113] == C and obs[118] == 2 and obs[119] == 2
+        np.testing.assert_array_equal(obs, game.observation())
+        np.testing.assert_array_equal(env.action_masks[i, 0], game.action_mask())
+    assert (env.slot_sides == C).all()
+
+
+@pytest.mark.parametrize("opponent", ["greedy", "mcts"])
+def test_bot_mode_returns_to_the_agent(opponent):
+    env = VecEnv(3, selfplay=False, side=1, opponent=opponent, mcts_iterations=16, seed=2)
+    env.reset()
+    rng = np.random.default_rng(1)
+    games = 0
+    for _ in range(60):
+        assert (env.observations[:, 0, 113] == G).all()
+        actions = np.array([[rng.choice(np.flatnonzero(env.action_masks[i, 0]))] for i in range(3)])
+        env.step(actions)
+        assert set(env.rewards[:, 0][env.terminals[:, 0] == 1]) <= {-1.0, 1.0}
+        games += int(env.terminals.sum())
+    log = env.pop_log()
+    assert log["games"] == games > 0
+    assert log["games_as_guerrilla"] == games and log["games_as_coin"] == 0
+    assert log["invalid_rate"] == 0.0
+
+
+def test_log_fields_on_scripted_games():
+    env = VecEnv(2, side=1, max_episode_length=2, seed=0)   # slot 0 = Guerrilla
+    env.reset()
+    env.opponent_tags[:] = [0, 3]                          # env 1 plays frozen bank 2
+    env.step(np.array([[PASS, PASS], [0, PASS]]))           # env 0 illegal, env 1 legal
+    env.step(np.array([[PASS, PASS], [PASS, PASS]]))       # env 0 Guerrilla illegal again; env 1 COIN illegal
+    assert (env.terminals == 1).all()                       # both time out: COIN (slot 1) wins
+    log = env.pop_log()
+    assert log["games"] == 2 and log["perf"] == 0.0 and log["score"] == 0.0
+    assert log["episode_return"] == pytest.approx((-2.0 + -1.0) / 2)  # env 0: -1 then -1; env 1: 0 then -1
+    assert log["episode_length"] == 2.0
+    assert log["invalid_rate"] == pytest.approx((1.0 + 0.5) / 2)
+    assert (log["games_as_guerrilla"], log["wins_as_guerrilla"], log["games_as_coin"], log["wins_as_coin"]) \
+        == (2, 0, 0, 0)
+    assert log["slot_0_score"] == 0.0 and log["slot_1_score"] == 1.0
+    assert log["slot_0_score_as_guerrilla"] == 0.0 and math.isnan(log["slot_0_score_as_coin"])
+    assert log["hist_n"] == 1 and log["hist_score"] == 0.0
+    assert log["hist_n_bank_2"] == 1 and log["hist_score_bank_2"] == 0.0
+    assert all(log[f"hist_n_bank_{i}"] == 0 for i in range(8) if i != 2)
+    assert set(log) == set(LOG_FIELDS)
+
+    env = VecEnv(1, side=2, max_episode_length=2, seed=0)   # slot 0 = COIN, wins by timeout
+    env.reset()
+    env.step(np.array([[PASS, 0]]))
+    env.step(np.array([[PASS, PASS]]))
+    log = env.pop_log()
+    assert (log["games"], log["perf"], log["episode_return"], log["invalid_rate"]) == (1, 1.0, 1.0, 0.5)
+    assert (log["games_as_coin"], log["wins_as_coin"], log["slot_0_score_as_coin"]) == (1, 1, 1.0)
+    assert log["hist_n"] == 0 and math.isnan(log["hist_score"])
+    assert env.pop_log()["games"] == 0
+
+
+def run_stream(seed, steps=120):
+    env = VecEnv(8, seed=seed, max_episode_length=64)
+    env.reset()
+    rng = np.random.default_rng(99)
+    frames = []
+    for _ in range(steps):
+        env.step(random_actions(env, rng))
+        frames.append(b"".join(a.tobytes() for a in (env.observations, env.action_masks, env.rewards,
+                                                     env.terminals, env.slot_sides)))
+    return frames, env.pop_log()
+
+
+def test_same_seed_same_buffers():
+    first, log_a = run_stream(17)
+    second, log_b = run_stream(17)
+    assert first == second and log_a == log_b
+    other, _ = run_stream(18)
+    assert other != first
+
+
+def test_reset_restarts_the_generators():
+    env = VecEnv(4, side=0, seed=8)
+    env.reset()
+    obs, sides = env.observations.copy(), env.slot_sides.copy()
+    env.step(random_actions(env, np.random.default_rng(0)))
+    env.reset()
+    np.testing.assert_array_equal(env.observations, obs)
+    np.testing.assert_array_equal(env.slot_sides, sides)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"num_envs": 0}, "num_envs"),
+    ({"num_envs": 2, "opponent": "alphazero"}, "unknown opponent"),
+    ({"num_envs": 2, "side": 3}, "side"),
+    ({"num_envs": 2, "max_episode_length": 0}, "max_episode_length"),
+    ({"num_envs": 2, "selfplay": False, "opponent": "mcts", "mcts_iterations": 0}, "mcts_iterations"),
+    ({"num_envs": 2, "selfplay": False, "opponent": "mcts", "mcts_rollout": "smart"}, "mcts_rollout"),
+    ({"num_envs": 2, "seed": -1}, "seed"),
+])
+def test_bad_configuration_is_a_user_error(kwargs, message):
+    with pytest.raises(UserError, match=message):
+        VecEnv(**kwargs)
+
+
+def test_bad_actions_are_user_errors():
+    env = VecEnv(2, seed=0)
+    env.reset()
+    with pytest.raises(UserError, match="shape"):
+        env.step(np.zeros((2, 1), np.int32))
+    with pytest.raises(UserError, match="integers"):
+        env.step(np.zeros((2, 2), np.float32))
+    with pytest.raises(UserError, match="int32"):
+        env.step(np.full((2, 2), 2**40, np.int64))
+    env.step(np.zeros((2, 2), np.int64))               # any integer dtype that fits is accepted
+    env.close()
+    with pytest.raises(UserError, match="closed"):
+        env.step()
