@@ -167,6 +167,32 @@ class VecEnv:
         self._vec.log = _ZERO_LOG[0]
         return out
 
+    def get_state(self) -> bytes:
+        """Everything later steps and logs depend on — the games in progress, their generators,
+        the log sums and the buffers — as bytes for `set_state` (exact resume of a training run)."""
+        self._check_open()
+        log = ffi.buffer(ffi.addressof(self._vec.log), ffi.sizeof("gc_env_log"))
+        return b"".join([bytes([self._started]), bytes(ffi.buffer(self._envs)), bytes(log)]
+                        + [a.tobytes() for a in self._state_arrays()])
+
+    def set_state(self, state: bytes) -> None:
+        """Restores a `get_state` of an env built with the same arguments."""
+        self._check_open()
+        arrays = self._state_arrays()
+        sizes = [1, ffi.sizeof(self._envs), ffi.sizeof("gc_env_log")] + [a.nbytes for a in arrays]
+        if not isinstance(state, bytes) or len(state) != sum(sizes):
+            raise UserError("this saved environment state belongs to a differently configured VecEnv")
+        at = np.cumsum([0] + sizes)
+        self._started = bool(state[0])
+        ffi.memmove(self._envs, state[at[1]:at[2]], sizes[1])
+        ffi.memmove(ffi.addressof(self._vec.log), state[at[2]:at[3]], sizes[2])
+        for i, array in enumerate(arrays):
+            array.reshape(-1).view(np.uint8)[:] = np.frombuffer(state[at[3 + i]:at[4 + i]], np.uint8)
+
+    def _state_arrays(self) -> list[np.ndarray]:
+        return [self._observations, self._action_masks, self._actions, self._rewards, self._terminals,
+                self._opponent_tags, self._slot_sides]
+
     def close(self) -> None:
         """Frees the bot's search pool; the env cannot be used afterwards."""
         if self._vec is not None:
