@@ -44,7 +44,6 @@ def build(native: bool = typer.Option(False, "--native", help="Add -march=native
     typer.echo(f"engine built with {info['compiler']} {' '.join(info['cflags'])}; record: {record}")
 
 
-
 @app.command()
 def elo(ledgers: list[str] = typer.Argument(None, metavar="LEDGER...",
                                             help="Match ledgers (G__C.jsonl), one or more per cell."),

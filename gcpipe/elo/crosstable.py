@@ -22,12 +22,11 @@ HEADER_CORNER = "Guerrilla / COIN"
 class CrossTable:
     """Win counts per played cell.
 
-    guerrillas / coins: row and column players, in display order.
+    players: every player once, in display order (rows and columns follow it).
     results: {(guerrilla, coin): (guerrilla_wins, coin_wins)} for played cells only.
     player_ids: identity dict of each player as recorded in the ledgers (empty when unknown).
     """
-    guerrillas: tuple[str, ...]
-    coins: tuple[str, ...]
+    players: tuple[str, ...]
     results: dict
     player_ids: dict = field(default_factory=dict)
 
@@ -50,15 +49,18 @@ class CrossTable:
             appearance.update(dict.fromkeys((guerrilla, coin)))
         if not results:
             raise UserError("the cross table has no played cells")
-        players = _apply_order(list(appearance), order)
-        return cls(guerrillas=tuple(p for p in players if any(g == p for g, _ in results)),
-                   coins=tuple(p for p in players if any(c == p for _, c in results)),
-                   results=results, player_ids=dict(player_ids or {}))
+        return cls(players=tuple(_apply_order(list(appearance), order)), results=results,
+                   player_ids=dict(player_ids or {}))
 
     @property
-    def players(self) -> tuple[str, ...]:
-        """All players, rows first then columns, each once."""
-        return tuple(dict.fromkeys(self.guerrillas + self.coins))
+    def guerrillas(self) -> tuple[str, ...]:
+        """Row players: those that played Guerrilla, in display order."""
+        return tuple(p for p in self.players if any(g == p for g, _ in self.results))
+
+    @property
+    def coins(self) -> tuple[str, ...]:
+        """Column players: those that played COIN, in display order."""
+        return tuple(p for p in self.players if any(c == p for _, c in self.results))
 
     def cells(self):
         """Played cells as (guerrilla, coin, guerrilla_wins, coin_wins), row-major display order."""
@@ -67,6 +69,7 @@ class CrossTable:
 
     def to_json(self) -> dict:
         return {
+            "players": list(self.players),
             "guerrillas": list(self.guerrillas),
             "coins": list(self.coins),
             "cells": [{"guerrilla": g, "coin": c, "games": gw + cw, "guerrilla_wins": gw,
@@ -80,7 +83,7 @@ class CrossTable:
         try:
             cells = [(c["guerrilla"], c["coin"], c["guerrilla_wins"], c["coin_wins"])
                      for c in obj["cells"]]
-            players = list(dict.fromkeys(obj["guerrillas"] + obj["coins"]))
+            players = list(obj["players"])
         except (KeyError, TypeError) as error:
             raise UserError(f"not a gcpipe cross table (missing {error})") from None
         return cls.from_cells(cells, order=order or players, player_ids=obj.get("player_ids"))

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.optimize
+import scipy.linalg
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
@@ -124,11 +124,9 @@ def fit_elo(table: CrossTable, anchor: Anchor = Anchor()) -> EloRatings:
         """Hessian of the negative log-likelihood (a weighted graph Laplacian)."""
         p = _sigmoid(theta[g_idx] - theta[c_idx])
         weight = played * p * (1 - p)
-        h = np.zeros((n, n))
-        np.add.at(h, (g_idx, g_idx), weight)
-        np.add.at(h, (c_idx, c_idx), weight)
-        np.add.at(h, (g_idx, c_idx), -weight)
-        np.add.at(h, (c_idx, g_idx), -weight)
+        h = np.diag(_per_entity(g_idx, weight, n) + _per_entity(c_idx, weight, n))
+        h[g_idx, c_idx] = -weight  # each (G, C) pair is one cell, so no index repeats here
+        h[c_idx, g_idx] = -weight
         return h
 
     # The likelihood only sees rating differences, so fix entity 0 at 0 to make the problem
@@ -137,21 +135,16 @@ def fit_elo(table: CrossTable, anchor: Anchor = Anchor()) -> EloRatings:
         return np.concatenate(([0.0], free))
 
     def objective(free):
+        """Negative log-likelihood and its gradient in the free variables."""
         theta = full(free)
         d = theta[g_idx] - theta[c_idx]
         negative_ll = np.sum(won * np.logaddexp(0, -d) + (played - won) * np.logaddexp(0, d))
         residual = played * _sigmoid(d) - won  # d(-LL)/d(d) per cell
-        gradient = np.zeros(n)
-        np.add.at(gradient, g_idx, residual)
-        np.add.at(gradient, c_idx, -residual)
+        gradient = _per_entity(g_idx, residual, n) - _per_entity(c_idx, residual, n)
         return negative_ll, gradient[1:]
 
-    result = scipy.optimize.minimize(objective, np.zeros(n - 1), jac=True, method="trust-exact",
-                                     hess=lambda free: hessian(full(free))[1:, 1:],
-                                     options={"gtol": 1e-10, "maxiter": 1000})
-    if not result.success:
-        raise RuntimeError(f"Bradley–Terry fit did not converge: {result.message}")
-    theta = full(result.x)
+    free, negative_ll = _newton(objective, lambda free: hessian(full(free))[1:, 1:], n - 1)
+    theta = full(free)
     information = hessian(theta)
 
     if anchor.entity is None:
@@ -167,16 +160,47 @@ def fit_elo(table: CrossTable, anchor: Anchor = Anchor()) -> EloRatings:
         covariance[np.ix_(others, others)] = np.linalg.inv(information[np.ix_(others, others)])
     variance = np.clip(np.diag(covariance), 0.0, None)
 
-    games = np.zeros(n)
-    wins = np.zeros(n)
-    np.add.at(games, g_idx, g_wins + c_wins)
-    np.add.at(games, c_idx, g_wins + c_wins)
-    np.add.at(wins, g_idx, g_wins)
-    np.add.at(wins, c_idx, c_wins)
+    games = _per_entity(g_idx, g_wins + c_wins, n) + _per_entity(c_idx, g_wins + c_wins, n)
+    wins = _per_entity(g_idx, g_wins, n) + _per_entity(c_idx, c_wins, n)
     return EloRatings(entities=entities, elo=anchor.value + ELO_PER_NAT * theta,
                       ci95=_Z95 * ELO_PER_NAT * np.sqrt(variance),
                       games=games.astype(int), wins=wins.astype(int), anchor=anchor,
-                      log_likelihood=-float(result.fun))
+                      log_likelihood=-negative_ll)
+
+
+def _newton(objective, hessian, size, max_iterations=200):
+    """Minimize a smooth strictly convex function by Newton's method with backtracking.
+
+    Stops at a Newton decrement below 1e-15 of the function value, taking that last full
+    step: convergence is quadratic, so the result is exact to rounding (a fixed step-size
+    threshold would not do, since with large game counts rounding noise in the gradient
+    alone moves the step by ~1e-11). The backtracking keeps the first steps safe when
+    lopsided cells (e.g. 100-0) put the optimum far from the start.
+    """
+    x = np.zeros(size)
+    value, gradient = objective(x)
+    for _ in range(max_iterations):
+        step = scipy.linalg.solve(hessian(x), gradient, assume_a="pos")
+        decrease = float(gradient @ step)  # squared Newton decrement: twice the predicted gain
+        if decrease < 1e-15 * (1 + abs(value)):
+            return x - step, float(objective(x - step)[0])
+        scale = 1.0
+        while True:
+            candidate_value, candidate_gradient = objective(x - scale * step)
+            # Armijo condition, with slack for rounding in the function value.
+            if candidate_value <= value - 1e-4 * scale * decrease + 1e-13 * abs(value):
+                break
+            scale /= 2
+            if scale < 1e-12:
+                raise RuntimeError("Bradley–Terry fit: line search failed")
+        x = x - scale * step
+        value, gradient = candidate_value, candidate_gradient
+    raise RuntimeError(f"Bradley–Terry fit did not converge in {max_iterations} Newton steps")
+
+
+def _per_entity(entity_index, values, n):
+    """Sum per-cell values into per-entity totals."""
+    return np.bincount(entity_index, weights=values, minlength=n)
 
 
 def _sigmoid(x):
