@@ -52,8 +52,20 @@ typedef struct {
 int gc_bot_random(gc_state *s);
 int gc_bot_greedy(gc_state *s);
 
-/* csrc/gc_env.h: the batched training environment */
+/* csrc/gc_bots.h (dispatch, game runner) and csrc/gc_mcts.h: the UCT bot */
 typedef struct gc_mcts gc_mcts;
+int gc_bot_choose(gc_state *s, const gc_bot *bot, gc_mcts *ws);
+int gc_play_bot_game(gc_state *s, const gc_bot *guerrilla, const gc_bot *coin, gc_mcts *ws, int ply_cap);
+int gc_play_bot_games(int n, const uint32_t *seeds, const gc_bot *guerrilla, const gc_bot *coin,
+                      gc_mcts *ws, int ply_cap, uint8_t *winners, uint16_t *plies, uint8_t *end_reasons);
+gc_mcts *gc_mcts_new(int max_nodes);
+void gc_mcts_free(gc_mcts *ws);
+int gc_mcts_capacity(const gc_mcts *ws);
+int gc_mcts_choose(gc_state *s, int iterations, double exploration, int rollout, gc_mcts *ws);
+int gc_rollout_pick(gc_state *s, int rollout);
+int gc_rollout(gc_state *s, int rollout);
+
+/* csrc/gc_env.h: the batched training environment */
 typedef struct {
     gc_state game;
     uint64_t rng;
@@ -100,7 +112,7 @@ int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed);
 void gc_vec_random_actions(gc_vec *v, uint64_t *rng);
 """
 
-HEADERS = ["gc_rules.h", "gc_bots.h", "gc_env.h"]
+HEADERS = ["gc_rules.h", "gc_bots.h", "gc_mcts.h", "gc_env.h"]
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)

@@ -1,0 +1,270 @@
+#include "gc_mcts.h"
+#include "gc_tables.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROLLOUT_PLY_CAP 4096
+
+typedef struct {
+    double wins;           /* playouts won by player_just_moved */
+    int32_t visits;
+    int32_t select_count;  /* the S of the UCT term: starts at 1, +1 per selection through it */
+    int32_t parent, first_child, next_sibling; /* pool indices, -1 for none */
+    int16_t move;
+    int16_t child_count;
+    int16_t legal_count;   /* legal actions of the node's state, -1 until first needed */
+    uint8_t player_just_moved; /* GC_NONE at the root */
+} mcts_node;
+
+struct gc_mcts {
+    int capacity;
+    mcts_node *nodes;
+};
+
+gc_mcts *gc_mcts_new(int max_nodes) {
+    if (max_nodes < 1) return NULL;
+    gc_mcts *ws = malloc(sizeof *ws);
+    if (!ws) return NULL;
+    ws->nodes = malloc((size_t)max_nodes * sizeof *ws->nodes);
+    if (!ws->nodes) {
+        free(ws);
+        return NULL;
+    }
+    ws->capacity = max_nodes;
+    return ws;
+}
+
+void gc_mcts_free(gc_mcts *ws) {
+    if (!ws) return;
+    free(ws->nodes);
+    free(ws);
+}
+
+int gc_mcts_capacity(const gc_mcts *ws) { return ws->capacity; }
+
+/* ---- Rollout policies on bitboards.  They reproduce gc_bot_random / gc_bot_greedy (same
+ * action, same single draw) without listing the ~150 Guerrilla actions per ply. ---- */
+
+#define POINTS_ALL ((1ULL << GC_NUM_POINTS) - 1)
+#define POINTS_COL0 0x0040810204081ULL /* grid column 0; column 6 is this << 6 */
+#define POINTS_COL6 (POINTS_COL0 << 6)
+
+/* Offset of the second point in direction k (down, right, left, up; rules.md §2). */
+static const int SECOND_OFFSET[4] = {7, 1, -1, -7};
+
+/* legal[k] has bit `first` set when Guerrilla action first*4+k is legal (rules.md §2). */
+static int guerrilla_legal_by_direction(const gc_state *s, uint64_t legal[4]) {
+    uint64_t empty = ~s->stones & POINTS_ALL;
+    uint64_t placeable = POINTS_ALL;
+    if (s->stones_placed != 0) {
+        uint64_t b = s->stones;
+        placeable = (((b << 1) & ~POINTS_COL0) | ((b >> 1) & ~POINTS_COL6) | (b << 7) | (b >> 7)) & empty;
+    }
+    legal[0] = placeable & (empty >> 7);
+    legal[1] = placeable & (empty >> 1) & ~POINTS_COL6;
+    legal[2] = placeable & (empty << 1) & ~POINTS_COL0;
+    legal[3] = placeable & (empty << 7);
+    return __builtin_popcountll(legal[0]) + __builtin_popcountll(legal[1]) +
+           __builtin_popcountll(legal[2]) + __builtin_popcountll(legal[3]);
+}
+
+/* The index-th legal action in ascending order (index < the legal count).  A walk over the
+ * candidate first points: cheaper than popcount bisection when popcount is not one instruction. */
+static int guerrilla_nth_action(const uint64_t legal[4], int index) {
+    for (uint64_t firsts = legal[0] | legal[1] | legal[2] | legal[3];; firsts &= firsts - 1) {
+        int first = __builtin_ctzll(firsts);
+        int here = (int)((legal[0] >> first & 1) + (legal[1] >> first & 1) + (legal[2] >> first & 1) +
+                         (legal[3] >> first & 1));
+        if (index < here) {
+            for (int k = 0;; k++)
+                if ((legal[k] >> first & 1) && index-- == 0) return first * 4 + k;
+        }
+        index -= here;
+    }
+}
+
+static int guerrilla_random(gc_state *s) {
+    uint64_t legal[4];
+    int n = guerrilla_legal_by_direction(s, legal);
+    if (n == 0) return -1;
+    return guerrilla_nth_action(legal, (int)(gc_rand(&s->rng) % (uint32_t)n));
+}
+
+/* Greedy: only coins missing at most two corners can be captured by a two-stone action, and
+ * only by actions touching those corners, so all other actions score 0 and are not scored. */
+static int guerrilla_greedy(gc_state *s) {
+    uint64_t legal[4];
+    int n = guerrilla_legal_by_direction(s, legal);
+    if (n == 0) return -1;
+    uint64_t corners[GC_NUM_SQUARES], missing[GC_NUM_SQUARES], hot = 0;
+    int threatened = 0;
+    for (uint64_t coins = s->coins; coins; coins &= coins - 1) {
+        uint64_t all = GC_SQUARE_CORNERS[__builtin_ctzll(coins)], miss = all & ~s->stones;
+        uint64_t rest = miss & (miss - 1);
+        if (rest & (rest - 1)) continue; /* three or more corners missing */
+        corners[threatened] = all;
+        missing[threatened++] = miss;
+        /* A coin already surrounded (hand-built states only) counts for actions touching it. */
+        hot |= miss ? miss : all;
+    }
+    int16_t best[GC_NUM_ACTIONS];
+    int count = 0, top = 0;
+    if (threatened) {
+        uint64_t candidates[4] = {legal[0] & (hot | hot >> 7), legal[1] & (hot | hot >> 1),
+                                  legal[2] & (hot | hot << 1), legal[3] & (hot | hot << 7)};
+        for (uint64_t firsts = candidates[0] | candidates[1] | candidates[2] | candidates[3]; firsts;
+             firsts &= firsts - 1) {
+            int first = __builtin_ctzll(firsts);
+            for (int k = 0; k < 4; k++) {
+                if (!(candidates[k] >> first & 1)) continue;
+                uint64_t placed = (1ULL << first) | (1ULL << (first + SECOND_OFFSET[k]));
+                int score = 0;
+                for (int j = 0; j < threatened; j++)
+                    score += (corners[j] & placed) != 0 && (missing[j] & ~placed) == 0;
+                if (score > top) {
+                    top = score;
+                    count = 0;
+                }
+                if (score == top && score > 0) best[count++] = (int16_t)(first * 4 + k);
+            }
+        }
+    }
+    uint32_t draw = gc_rand(&s->rng);
+    if (count == 0) return guerrilla_nth_action(legal, (int)(draw % (uint32_t)n));
+    return best[draw % (uint32_t)count];
+}
+
+/* COIN has at most 24 actions: listing them is cheap. */
+static int coin_pick(gc_state *s, int rollout) {
+    int16_t legal[GC_NUM_ACTIONS], best[GC_NUM_ACTIONS];
+    int n = gc_legal_actions(s, legal);
+    if (n == 0) return -1;
+    if (rollout == GC_ROLLOUT_RANDOM) return legal[gc_rand(&s->rng) % (uint32_t)n];
+    int count = 0;
+    for (int i = 0; i < n; i++)
+        if (gc_action_captures(s, legal[i])) best[count++] = legal[i];
+    uint32_t draw = gc_rand(&s->rng);
+    return count ? best[draw % (uint32_t)count] : legal[draw % (uint32_t)n];
+}
+
+int gc_rollout_pick(gc_state *s, int rollout) {
+    if (s->winner) return -1;
+    if (s->to_move == GC_COIN) return coin_pick(s, rollout);
+    return rollout == GC_ROLLOUT_GREEDY ? guerrilla_greedy(s) : guerrilla_random(s);
+}
+
+int gc_rollout(gc_state *s, int rollout) {
+    for (int ply = 0; !s->winner; ply++) {
+        if (ply >= ROLLOUT_PLY_CAP) {
+            gc_declare_coin_win(s, GC_END_PLY_CAP);
+            break;
+        }
+        int action = gc_rollout_pick(s, rollout);
+        if (action < 0) { /* only a hand-built state can lack moves without being over */
+            gc_declare_coin_win(s, GC_END_STALEMATE);
+            break;
+        }
+        gc_apply(s, action);
+    }
+    return s->winner;
+}
+
+static int node_legal_count(mcts_node *node, const gc_state *s) {
+    if (node->legal_count < 0) {
+        int16_t legal[GC_NUM_ACTIONS];
+        node->legal_count = (int16_t)gc_legal_actions(s, legal);
+    }
+    return node->legal_count;
+}
+
+static void init_node(mcts_node *node, int parent, int move, int player_just_moved) {
+    node->wins = 0.0;
+    node->visits = 0;
+    node->select_count = 1;
+    node->parent = parent;
+    node->first_child = -1;
+    node->next_sibling = -1;
+    node->move = (int16_t)move;
+    node->child_count = 0;
+    node->legal_count = -1;
+    node->player_just_moved = (uint8_t)player_just_moved;
+}
+
+/* The child maximising wins/visits + c*sqrt(ln(S)/visits), S the parent's select_count;
+ * strict > keeps the first of equal children in list order. */
+static int select_child(mcts_node *nodes, mcts_node *parent, double exploration) {
+    double log_s = log((double)parent->select_count);
+    int best = -1;
+    double best_value = -INFINITY;
+    for (int i = parent->first_child; i >= 0; i = nodes[i].next_sibling) {
+        const mcts_node *child = &nodes[i];
+        double value = child->wins / child->visits + exploration * sqrt(log_s / child->visits);
+        if (value > best_value) {
+            best_value = value;
+            best = i;
+        }
+    }
+    parent->select_count++;
+    return best;
+}
+
+/* Draws one untried action (legal, ascending, minus the children's moves) and adds its child. */
+static int expand(mcts_node *nodes, int *used, int parent, gc_state *s) {
+    int16_t legal[GC_NUM_ACTIONS], untried[GC_NUM_ACTIONS];
+    uint64_t tried[GC_NUM_ACTIONS / 64] = {0};
+    for (int i = nodes[parent].first_child; i >= 0; i = nodes[i].next_sibling)
+        tried[nodes[i].move >> 6] |= 1ULL << (nodes[i].move & 63);
+    int n = gc_legal_actions(s, legal), u = 0;
+    for (int i = 0; i < n; i++)
+        if (!(tried[legal[i] >> 6] >> (legal[i] & 63) & 1)) untried[u++] = legal[i];
+    int action = untried[gc_rand(&s->rng) % (uint32_t)u];
+    int mover = s->to_move;
+    gc_apply(s, action);
+    int child = (*used)++;
+    init_node(&nodes[child], parent, action, mover);
+    nodes[child].next_sibling = nodes[parent].first_child;
+    nodes[parent].first_child = child;
+    nodes[parent].child_count++;
+    return child;
+}
+
+int gc_mcts_choose(gc_state *s, int iterations, double exploration, int rollout, gc_mcts *ws) {
+    if (iterations < 1 || iterations >= ws->capacity || (rollout != GC_ROLLOUT_RANDOM && rollout != GC_ROLLOUT_GREEDY))
+        return GC_MCTS_BAD_CONFIG;
+    int16_t legal[GC_NUM_ACTIONS];
+    int n = gc_legal_actions(s, legal);
+    if (n <= 1) return n == 1 ? legal[0] : 0;
+
+    mcts_node *nodes = ws->nodes;
+    int used = 1;
+    init_node(&nodes[0], -1, -1, GC_NONE);
+    nodes[0].legal_count = (int16_t)n;
+    /* The search's draws continue the live game's sequence (rules.md §7-§8). */
+    uint32_t rng = s->rng;
+    for (int it = 0; it < iterations; it++) {
+        gc_state sim = *s;
+        sim.rng = rng;
+        int node = 0;
+        while (!sim.winner && nodes[node].child_count == node_legal_count(&nodes[node], &sim)) {
+            node = select_child(nodes, &nodes[node], exploration);
+            gc_apply(&sim, nodes[node].move);
+        }
+        if (!sim.winner) node = expand(nodes, &used, node, &sim);
+        int winner = gc_rollout(&sim, rollout);
+        for (; node >= 0; node = nodes[node].parent) {
+            nodes[node].visits++;
+            if (nodes[node].player_just_moved == winner) nodes[node].wins += 1.0;
+        }
+        rng = sim.rng;
+    }
+    s->rng = rng;
+
+    int best = -1, best_visits = -1;
+    for (int i = nodes[0].first_child; i >= 0; i = nodes[i].next_sibling)
+        if (nodes[i].visits > best_visits) {
+            best_visits = nodes[i].visits;
+            best = nodes[i].move;
+        }
+    return best;
+}

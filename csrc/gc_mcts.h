@@ -1,0 +1,31 @@
+/* UCT search bot (rules.md §7): one tree per decision, drawing from the game's own generator,
+ * so a search is a pure function of the state (rng included) and the settings. */
+#ifndef GC_MCTS_H
+#define GC_MCTS_H
+#include "gc_bots.h"
+
+/* Search results below 0 (no legal action returns 0, as the reference does). */
+enum {
+    GC_MCTS_BAD_CONFIG = -2 /* iterations < 1, unknown rollout, or more nodes than the workspace holds */
+};
+
+/* A reusable node pool: a search of N iterations needs N + 1 nodes.  Allocation happens here
+ * only, never while searching.  Returns NULL when out of memory or max_nodes < 1. */
+gc_mcts *gc_mcts_new(int max_nodes);
+void gc_mcts_free(gc_mcts *ws);
+int gc_mcts_capacity(const gc_mcts *ws);
+
+/* Runs the search for the side to move and returns the chosen action.  The state is not
+ * changed except for its generator, which advances by exactly the search's draws.
+ * `rollout` is GC_ROLLOUT_RANDOM or GC_ROLLOUT_GREEDY. */
+int gc_mcts_choose(gc_state *s, int iterations, double exploration, int rollout, gc_mcts *ws);
+
+/* The rollout policy's pick for the side to move: the same action and the same draw as
+ * gc_bot_random / gc_bot_greedy, computed from bitboards.  -1 when no legal action. */
+int gc_rollout_pick(gc_state *s, int rollout);
+
+/* Plays the state to its end with the rollout policy (4096-ply safety cap, then COIN wins)
+ * and returns the winner. */
+int gc_rollout(gc_state *s, int rollout);
+
+#endif
