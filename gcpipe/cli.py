@@ -59,3 +59,56 @@ def elo(ledgers: list[str] = typer.Argument(None, metavar="LEDGER...",
     ratings = elo_table(ledgers or (), out_dir=out, anchor=anchor,
                         order=order.split(",") if order else None, crosstable=crosstable)
     typer.echo(ratings_table_markdown(ratings), nl=False)
+
+
+@app.command()
+def merge(shards: list[str] = typer.Argument(..., metavar="SHARD...",
+                                             help="Ledgers of game-index shards of one cell."),
+          out: str = typer.Option(..., "--out", help="The merged ledger (G__C.jsonl); its summary goes beside it."),
+          games: int = typer.Option(None, "--games", help="Games the cell must have: 0..N-1, none missing.")):
+    """Merge the shard ledgers of one cell into one ledger sorted by game index, plus its summary."""
+    from gcpipe.match.ledger import merge_shards, write_summary
+
+    records = merge_shards(shards, out, games=games)
+    write_summary(out)
+    typer.echo(f"{out}: {len(records)} games from {len(shards)} shard(s)")
+
+
+@app.command("config")
+def show_config(path: str = typer.Argument(..., metavar="CONFIG", help="A pipeline config (YAML)."),
+                out: str = typer.Option(None, "--out", help="Write the resolved config here instead of stdout.")):
+    """Validate a pipeline config and print it with every default filled in."""
+    from gcpipe.config import config_text, load_config
+    from gcpipe.io import atomic_write_text
+
+    text = config_text(load_config(path))
+    if out:
+        atomic_write_text(out, text)
+    else:
+        typer.echo(text, nl=False)
+
+
+@app.command()
+def provenance(artifacts: list[str] = typer.Argument(None, metavar="FILE...",
+                                                     help="Result files to record SHA-256 digests of."),
+               config: str = typer.Option(..., "--config", help="The resolved config the results were made with."),
+               build_record: str = typer.Option("results/engine/build.json", "--build",
+                                                help="The engine build record."),
+               out: str = typer.Option("results/provenance.json", "--out", help="Where to write the record.")):
+    """Record config, package versions, engine build flags, git commit and result digests."""
+    from gcpipe.provenance import write_provenance
+
+    record = write_provenance(out, config, build_record, artifacts or ())
+    commit = record["git"]["commit"][:12] if record["git"] else "no git checkout"
+    typer.echo(f"{out}: {len(record['artifacts_sha256'])} file digest(s), commit {commit}")
+
+
+@app.command("plot-training")
+def plot_training_curves(metrics: str = typer.Argument(..., metavar="METRICS_CSV",
+                                                       help="A run's metrics.csv."),
+                         out: str = typer.Option(..., "--out", help="The PNG to write."),
+                         title: str = typer.Option("", "--title", help="Figure title (e.g. the run name).")):
+    """Plot training curves (win rate by side, losses, policy statistics, SPS) as a PNG."""
+    from gcpipe.report import plot_training
+
+    typer.echo(str(plot_training(metrics, out, title)))
