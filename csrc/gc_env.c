@@ -47,14 +47,26 @@ static void write_observation(const gc_state *s, uint8_t *obs) {
     obs[119] = (uint8_t)__builtin_popcountll(s->stones);
 }
 
-/* Writes mask bytes 4p..4p+3 for positions p < n: byte 4p+k = bit p of legal[k]. */
-static inline void write_mask_rows(const uint64_t legal[4], int n, uint8_t *mask) {
-    for (int p = 0; p < n; p++) {
-        uint32_t nibble = (uint32_t)((legal[0] >> p & 1) | (legal[1] >> p & 1) << 1 |
-                                     (legal[2] >> p & 1) << 2 | (legal[3] >> p & 1) << 3);
-        /* Moves bit k of the nibble to bit 0 of byte k; the four shifted copies do not overlap. */
-        uint32_t row = (nibble * 0x00204081u) & 0x01010101u;
-        memcpy(mask + 4 * p, &row, 4);
+/* Spreads the 16 bits of x to every fourth bit (bit i -> bit 4i). */
+static inline uint64_t spread_stride4(uint64_t x) {
+    x &= 0xFFFF;
+    x = (x | x << 24) & 0x000000FF000000FFULL;
+    x = (x | x << 12) & 0x000F000F000F000FULL;
+    x = (x | x << 6) & 0x0303030303030303ULL;
+    x = (x | x << 3) & 0x1111111111111111ULL;
+    return x;
+}
+
+/* Writes mask bytes 4p..4p+3 for positions p < 16 * blocks: byte 4p+k = bit p of legal[k].
+ * Interleaving the four boards gives the mask as a bit string (bit 4p+k), written 8 bytes at a time. */
+static inline void write_mask_rows(const uint64_t legal[4], int blocks, uint8_t *mask) {
+    for (int j = 0; j < blocks; j++) {
+        uint64_t bits = spread_stride4(legal[0] >> 16 * j) | spread_stride4(legal[1] >> 16 * j) << 1 |
+                        spread_stride4(legal[2] >> 16 * j) << 2 | spread_stride4(legal[3] >> 16 * j) << 3;
+        for (int b = 0; b < 8; b++) {
+            uint64_t w = bits_to_bytes8(bits >> 8 * b);
+            memcpy(mask + 64 * j + 8 * b, &w, 8);
+        }
     }
 }
 
@@ -75,8 +87,7 @@ static void write_action_mask(const gc_state *s, uint8_t *mask) {
         legal[1] = firsts & (empty >> 1) & ~POINTS_COL6;  /* right: first + 1 */
         legal[2] = firsts & (empty << 1) & ~POINTS_COL0;  /* left: first - 1 */
         legal[3] = firsts & (empty << 7);                 /* up: first - 7 */
-        write_mask_rows(legal, GC_NUM_POINTS, mask);
-        memset(mask + 4 * GC_NUM_POINTS, 0, GC_NUM_ACTIONS - 4 * GC_NUM_POINTS);
+        write_mask_rows(legal, 4, mask);  /* points 49..63 are zero in every board */
         return;
     }
     if (s->must_capture) {
@@ -92,7 +103,7 @@ static void write_action_mask(const gc_state *s, uint8_t *mask) {
         legal[2] = s->coins & (free >> 7) & ~SQUARES_FILE_A;  /* down-left: src + 7 */
         legal[3] = s->coins & (free >> 9) & ~SQUARES_FILE_H;  /* down-right: src + 9 */
     }
-    write_mask_rows(legal, GC_NUM_SQUARES, mask);
+    write_mask_rows(legal, 4, mask);
 }
 
 /* Bot mode: the bot plays until it is the agent's turn or the game is over. */
