@@ -70,15 +70,13 @@ static inline void write_mask_rows(const uint64_t legal[4], int blocks, uint8_t 
     }
 }
 
-/* The legal-action mask of the side to move (same bytes as gc_action_mask), computed from
- * direction bitboards: legal[k] has bit p when action 4p+k is legal. */
-static void write_action_mask(const gc_state *s, uint8_t *mask) {
-    uint64_t legal[4];
+/* The legal actions of the side to move as direction bitboards: bit p of legal[k] is action
+ * 4p+k (Guerrilla: first point p, direction k; COIN: source square p, direction k).  All zero
+ * once the game is over. */
+static void legal_boards(const gc_state *s, uint64_t legal[4]) {
     if (s->winner) {
-        memset(mask, 0, GC_NUM_ACTIONS);
-        return;
-    }
-    if (s->to_move == GC_GUERRILLA) {
+        legal[0] = legal[1] = legal[2] = legal[3] = 0;
+    } else if (s->to_move == GC_GUERRILLA) {
         uint64_t empty = ~s->stones & POINTS_ALL;
         uint64_t firsts = s->stones_placed == 0 ? POINTS_ALL
             : (((s->stones << 1) & ~POINTS_COL0) | ((s->stones >> 1) & ~POINTS_COL6) | (s->stones << 7) |
@@ -87,10 +85,7 @@ static void write_action_mask(const gc_state *s, uint8_t *mask) {
         legal[1] = firsts & (empty >> 1) & ~POINTS_COL6;  /* right: first + 1 */
         legal[2] = firsts & (empty << 1) & ~POINTS_COL0;  /* left: first - 1 */
         legal[3] = firsts & (empty << 7);                 /* up: first - 7 */
-        write_mask_rows(legal, 4, mask);  /* points 49..63 are zero in every board */
-        return;
-    }
-    if (s->must_capture) {
+    } else if (s->must_capture) {
         int src = s->previous_cell;
         for (int d = 0; d < 4; d++) {
             int dst = GC_COIN_DST[src][d], crossed = GC_COIN_CROSSED[src][d];
@@ -103,7 +98,13 @@ static void write_action_mask(const gc_state *s, uint8_t *mask) {
         legal[2] = s->coins & (free >> 7) & ~SQUARES_FILE_A;  /* down-left: src + 7 */
         legal[3] = s->coins & (free >> 9) & ~SQUARES_FILE_H;  /* down-right: src + 9 */
     }
-    write_mask_rows(legal, 4, mask);
+}
+
+/* The 256-byte legal-action mask (the bytes gc_action_mask writes). */
+static void write_action_mask(const gc_state *s, uint8_t *mask) {
+    uint64_t legal[4];
+    legal_boards(s, legal);
+    write_mask_rows(legal, 4, mask);  /* Guerrilla boards are zero beyond point 48 */
 }
 
 /* Bot mode: the bot plays until it is the agent's turn or the game is over. */
@@ -273,7 +274,7 @@ int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed) {
     int64_t games = 0;
     gc_reset(&s, seed);
     for (int64_t k = 0; k < n_actions; k++) {
-        gc_apply(&s, gc_bot_random(&s));
+        gc_apply(&s, gc_rollout_pick(&s, GC_ROLLOUT_RANDOM));
         if (s.winner) {
             games++;
             gc_reset(&s, s.rng);
@@ -283,14 +284,21 @@ int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed) {
 }
 
 void gc_vec_random_actions(gc_vec *v, uint64_t *rng) {
-    int16_t legal[GC_NUM_ACTIONS];
     int slots = v->num_slots;
     for (int i = 0; i < v->num_envs; i++) {
         const gc_env *e = &v->envs[i];
-        int n = gc_legal_actions(&e->game, legal);
+        uint64_t legal[4];
+        legal_boards(&e->game, legal);
+        int counts[4], n = 0;
+        for (int k = 0; k < 4; k++) n += counts[k] = __builtin_popcountll(legal[k]);
         int32_t *row = v->actions + (size_t)i * slots;
         int actor = e->game.to_move == e->slot0_side ? 0 : 1;
-        row[actor] = legal[splitmix64(rng) % (uint64_t)n];
         if (slots == 2) row[1 - actor] = GC_PASS_ACTION;
+        /* The r-th legal action in (direction, position) order: uniform over the legal set. */
+        int r = n ? (int)(splitmix64(rng) % (uint64_t)n) : 0, k = 0;
+        while (k < 3 && r >= counts[k]) r -= counts[k++];
+        uint64_t board = legal[k];
+        for (; r > 0; r--) board &= board - 1;
+        row[actor] = board ? 4 * __builtin_ctzll(board) + k : GC_PASS_ACTION;
     }
 }

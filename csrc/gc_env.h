@@ -77,10 +77,11 @@ int gc_vec_step(gc_vec *v);
 
 /* Benchmark helpers. */
 /* Random play through the rules, legal enumeration included: plays n_actions uniformly random
- * legal actions (gc_bot_random's choice), restarting finished games; returns the games finished. */
+ * legal actions (gc_rollout_pick's random choice, the MCTS rollout path), restarting finished
+ * games; returns the games finished. */
 int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed);
-/* For each env, writes into its actor slot a legal action drawn uniformly from its mask with the
- * caller's splitmix64 state `*rng` (and 255 into the waiting slot): a cheap self-play policy. */
+/* For each env, writes into its actor slot a legal action drawn uniformly with the caller's
+ * splitmix64 state `*rng` (and 255 into the waiting slot): a cheap self-play policy. */
 void gc_vec_random_actions(gc_vec *v, uint64_t *rng);
 
 #endif

@@ -111,6 +111,7 @@ class VecEnv:
             raise UserError(f"cannot set up the environment (MCTS node pool of {mcts_iterations + 1} nodes "
                             "could not be allocated)")
         self._vec = vec
+        self._policy_rng = ffi.new("uint64_t *", ~int(seed) & (2**64 - 1))
         self._started = False
 
     # Read-only attributes: C holds pointers to these exact arrays.
@@ -136,6 +137,15 @@ class VecEnv:
         if actions is not None:
             self._load_actions(actions)
         _check_bot(lib.gc_vec_step(self._vec))
+
+    def random_actions(self) -> None:
+        """Writes into `actions` a uniformly random legal action for every actor slot (and 255 for
+        waiting slots), drawn in C from a splitmix64 stream seeded like the envs: a cheap policy
+        for benchmarks and smoke runs."""
+        self._check_open()
+        if not self._started:
+            raise UserError("call reset() before random_actions()")
+        lib.gc_vec_random_actions(self._vec, self._policy_rng)
 
     def pop_log(self) -> dict[str, float]:
         """Means over the games finished since the last call (see the class docstring)."""
