@@ -1,0 +1,250 @@
+"""gcpipe workflow: build the engine, train the configured runs, play every cell of the match
+field (large cells in game-index shards, merged), fit the side-specific Elo table.
+
+    snakemake --cores 8 elo_table                      # the default config/config.yaml
+    snakemake --cores 2 --configfile config/smoke.yaml  # the tiny CI field
+    snakemake --report results/report.html              # after a run: tables, plots, curves
+
+Each rule runs one `gcpipe` subcommand. Every job reads the resolved config (defaults filled
+in) from results/config.yaml; each rule's `params` carry exactly the settings its job depends
+on, so a config change reruns only the jobs it concerns.
+"""
+import json
+
+from snakemake.exceptions import WorkflowError
+
+from gcpipe.config import (RESULTS, check_pipeline, config_text, match_plan, net_checkpoint,
+                           roster_positions, shards, validate_config, write_if_changed)
+from gcpipe.elo import OUTPUT_FILES as ELO_FILES
+from gcpipe.engine.build import CSRC
+from gcpipe.errors import UserError
+
+
+# Found beside this Snakefile, so `--directory` can put results/ anywhere.
+configfile: f"{workflow.basedir}/config/config.yaml"
+
+
+report: "report/workflow.rst"
+
+
+# Bad config or inputs stop the workflow here, before the DAG is built or any job starts.
+try:
+    validate_config(config, source=", ".join(map(str, workflow.overwrite_configfiles or workflow.configfiles)))
+    check_pipeline(config, RESULTS)
+except UserError as error:
+    raise WorkflowError(f"gcpipe: error: {error}") from None
+
+CONFIG = str(write_if_changed(RESULTS / "config.yaml", config_text(config)))
+BUILD = "results/engine/build.json"
+PLAYERS = config["players"]
+RUNS = list(config["runs"])
+CELLS = {cell.name: cell for cell in match_plan(config)}
+ROSTER = roster_positions(config)
+# The software of every job under --use-conda (without it: the `gcpipe` on PATH).
+SOFTWARE = "envs/gcpipe.yaml"
+ELO_OUTPUTS = [f"results/elo/{name}" for name in ELO_FILES]
+ELO_CAPTIONS = {
+    "ratings.csv": "report/ratings.rst",
+    "crosstable.csv": "report/crosstable.rst",
+    "ratings.png": "report/ratings_plot.rst",
+    "crosstable.png": "report/crosstable_plot.rst",
+}
+
+NAME = r"[A-Za-z0-9][A-Za-z0-9.\-]*(?:_[A-Za-z0-9.\-]+)*"
+
+
+wildcard_constraints:
+    run=NAME,
+    guerrilla=NAME,
+    coin=NAME,
+    first=r"\d+",
+    games=r"\d+",
+
+
+localrules:
+    all,
+    elo_table,
+    merge,
+    provenance,
+
+
+def checkpoint_of(name):
+    """The checkpoint file a player needs (as a list: bots need none)."""
+    player = PLAYERS[name]
+    return [str(net_checkpoint(player))] if player["kind"] == "net" else []
+
+
+def field_checkpoints():
+    return sorted({path for name in config["matches"]["field"] for path in checkpoint_of(name)})
+
+
+def shard_ledgers(wildcards):
+    cell = CELLS[f"{wildcards.guerrilla}__{wildcards.coin}"]
+    return [f"results/matches/shards/{cell.name}/{first}-{games}.jsonl"
+            for first, games in shards(cell.games, config["matches"]["shard_size"])]
+
+
+rule all:
+    input:
+        "results/elo/ratings.md",
+        "results/provenance.json",
+        expand("results/runs/{run}/training.png", run=RUNS),
+
+
+rule elo_table:
+    input:
+        ELO_OUTPUTS,
+        "results/provenance.json",
+
+
+rule build_engine:
+    input:
+        # The sources the build compiles: those of the installed (editable) gcpipe checkout.
+        sorted(str(path) for path in CSRC.glob("*.[ch]")),
+        str(CSRC.parent / "gcpipe" / "engine" / "_build.py"),
+    output:
+        BUILD,
+    params:
+        native="--native" if config["engine"]["native"] else "",
+    conda:
+        SOFTWARE
+    log:
+        "results/logs/build_engine.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
+    shell:
+        "gcpipe build {params.native} --record {output} > {log} 2>&1"
+
+
+rule train:
+    input:
+        BUILD,
+    output:
+        final="results/runs/{run}/final.bin",
+        metrics="results/runs/{run}/metrics.csv",
+    params:
+        settings=lambda wildcards: json.dumps(config["runs"][wildcards.run], sort_keys=True),
+        config=CONFIG,
+    conda:
+        SOFTWARE
+    log:
+        "results/logs/train/{run}.log",
+    benchmark:
+        "results/benchmarks/train/{run}.tsv"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=240,
+    shell:
+        "gcpipe train {wildcards.run} --config {params.config} --out results/runs/{wildcards.run} > {log} 2>&1"
+
+
+rule match:
+    input:
+        BUILD,
+        lambda wildcards: checkpoint_of(wildcards.guerrilla),
+        lambda wildcards: checkpoint_of(wildcards.coin),
+    output:
+        "results/matches/shards/{guerrilla}__{coin}/{first}-{games}.jsonl",
+    params:
+        # The players' settings and roster positions fix every game's seed and play.
+        players=lambda wildcards: json.dumps(
+            {name: dict(PLAYERS[name], roster=ROSTER[name]) for name in (wildcards.guerrilla, wildcards.coin)},
+            sort_keys=True,
+        ),
+        config=CONFIG,
+    conda:
+        SOFTWARE
+    log:
+        "results/logs/match/{guerrilla}__{coin}/{first}-{games}.log",
+    benchmark:
+        "results/benchmarks/match/{guerrilla}__{coin}/{first}-{games}.tsv"
+    threads: 2
+    resources:
+        mem_mb=2000,
+        runtime=120,
+    shell:
+        "gcpipe match {wildcards.guerrilla} {wildcards.coin} --config {params.config}"
+        " --first-game {wildcards.first} --games {wildcards.games}"
+        " --workers {threads} --out {output} > {log} 2>&1"
+
+
+rule merge:
+    input:
+        shard_ledgers,
+    output:
+        ledger="results/matches/{guerrilla}__{coin}.jsonl",
+        summary="results/matches/{guerrilla}__{coin}.json",
+    params:
+        games=lambda wildcards: CELLS[f"{wildcards.guerrilla}__{wildcards.coin}"].games,
+    conda:
+        SOFTWARE
+    log:
+        "results/logs/merge/{guerrilla}__{coin}.log",
+    shell:
+        "gcpipe merge {input} --games {params.games} --out {output.ledger} > {log} 2>&1"
+
+
+rule elo:
+    input:
+        [f"results/matches/{name}.jsonl" for name in CELLS],
+    output:
+        [
+            report(f"results/elo/{name}", caption=ELO_CAPTIONS[name], category="Elo")
+            if name in ELO_CAPTIONS
+            else f"results/elo/{name}"
+            for name in ELO_FILES
+        ],
+    params:
+        anchor=config["elo"]["anchor"],
+        order=",".join(config["elo"]["order"]),
+    conda:
+        SOFTWARE
+    log:
+        "results/logs/elo.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
+    shell:
+        "gcpipe elo {input} --out results/elo --anchor {params.anchor} --order {params.order} > {log} 2>&1"
+
+
+rule report:
+    input:
+        "results/runs/{run}/metrics.csv",
+    output:
+        report(
+            "results/runs/{run}/training.png",
+            caption="report/training.rst",
+            category="Training",
+            subcategory="{run}",
+        ),
+    conda:
+        SOFTWARE
+    log:
+        "results/logs/report/{run}.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    shell:
+        "gcpipe plot-training {input} --title {wildcards.run} --out {output} > {log} 2>&1"
+
+
+rule provenance:
+    input:
+        config=CONFIG,
+        build=BUILD,
+        artifacts=[*field_checkpoints(), *ELO_OUTPUTS],
+    output:
+        report("results/provenance.json", caption="report/provenance.rst", category="Provenance"),
+    conda:
+        SOFTWARE
+    log:
+        "results/logs/provenance.log",
+    shell:
+        "gcpipe provenance --config {input.config} --build {input.build} --out {output}"
+        " {input.artifacts} > {log} 2>&1"
