@@ -1,0 +1,453 @@
+"""The match runner: the games of a cell across worker processes, one ledger line per game.
+
+A game depends only on its seed (rules.md §8): both players draw from the game's own generator,
+bots move in C and networks are batched across the games a worker runs at once.  The parent
+process appends finished games to the ledger in game-index order, so the ledger's bytes do not
+depend on the number of workers, on chunking, or on where an earlier run was killed.
+"""
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from gcpipe._engine import ffi, lib
+from gcpipe.engine import GameBatch
+from gcpipe.engine.bots import TOURNAMENT_PLY_CAP as PLY_CAP
+from gcpipe.engine.game import END_REASONS
+from gcpipe.errors import UserError
+from gcpipe.match.ledger import LedgerWriter, cell_name, wilson_interval, write_summary
+from gcpipe.match.players import Player, PlayerBook
+
+MATCHES_DIR = Path("results") / "matches"
+NET_SLOTS = 256                  # concurrent games per worker when a network plays
+NET_CHUNK = 512                  # games per task when a network plays
+BOT_CHUNK = 1000                 # games per task between random/greedy bots (microseconds each)
+_WINNER_NAMES = {1: "guerrilla", 2: "coin"}
+_PLY_CAP_CODE = END_REASONS.index("ply_cap")
+
+
+def game_seed(a: int, b: int, g: int) -> int:
+    """rules.md §8: the generator state of game g between roster positions a (Guerrilla), b (COIN)."""
+    return ((0x9E3779B9 * ((a * 16 + b) * 100003 + g)) & 0xFFFFFFFF) | 1
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    ledger: Path
+    summary_path: Path
+    summary: dict
+    played: int          # games played by this call (0 when the ledger already held them all)
+
+
+# -- playing games in one process -----------------------------------------------------------
+class CellPlayer:
+    """Plays games of one cell in this process, reusing its nets, bots and game slots."""
+
+    def __init__(self, guerrilla: Player, coin: Player, slots: int = NET_SLOTS):
+        self.players = (guerrilla, coin)
+        iterations = [p.bot.iterations for p in self.players if p.kind == "mcts"]
+        # One node pool serves both sides: searches never overlap within a process.
+        self._workspace = ffi.NULL
+        if iterations:
+            pool = lib.gc_mcts_new(max(iterations) + 1)
+            if pool == ffi.NULL:
+                raise MemoryError(f"cannot allocate an MCTS tree of {max(iterations) + 1} nodes")
+            self._workspace = ffi.gc(pool, lib.gc_mcts_free)
+        self._bots = [p.bot.c_bot() if not p.is_net else None for p in self.players]
+        self._nets = [_network(p) if p.is_net else None for p in self.players]
+        self._slots = slots
+        if any(self._nets):
+            self._batch = GameBatch(slots)
+            for net in self._nets:
+                if net is not None:
+                    # The extra slot pads one-game forwards to two rows: torch's one-row matmul takes
+                    # another kernel whose rounding differs, which would make a game's moves depend
+                    # on how many games happen to share its forward pass.
+                    net.start(slots + 1)
+
+    def play(self, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Plays one game per seed; returns winners (1 Guerrilla, 2 COIN), plies and end reasons."""
+        seeds = np.ascontiguousarray(seeds, dtype=np.uint32)
+        n = len(seeds)
+        winners, plies, ends = np.zeros(n, np.uint8), np.zeros(n, np.uint16), np.zeros(n, np.uint8)
+        if not any(self._nets):
+            code = lib.gc_play_bot_games(n, ffi.from_buffer("uint32_t[]", seeds), self._bots[0], self._bots[1],
+                                         self._workspace, PLY_CAP, ffi.from_buffer("uint8_t[]", winners),
+                                         ffi.from_buffer("uint16_t[]", plies), ffi.from_buffer("uint8_t[]", ends))
+            if code < 0:
+                raise RuntimeError(f"the engine refused a bot configuration (code {code})")
+            return winners, plies, ends
+        self._play_batched(seeds, winners, plies, ends)
+        return winners, plies, ends
+
+    def _play_batched(self, seeds, winners, plies, ends) -> None:
+        """Games in `self._slots` slots; a finished game's slot takes the next game at once."""
+        batch, states = self._batch, self._batch.states
+        slot_game = np.full(self._slots, -1, np.int64)
+        next_game = 0
+
+        def start_games(free_slots):
+            nonlocal next_game
+            started = []
+            for slot in free_slots:
+                if next_game == len(seeds):
+                    break
+                batch.reset(slot, int(seeds[next_game]))
+                slot_game[slot] = next_game
+                started.append(slot)
+                next_game += 1
+            for net in self._nets:
+                if net is not None and started:
+                    net.reset(np.array(started))
+
+        start_games(range(self._slots))
+        while True:
+            active = np.flatnonzero(slot_game >= 0)
+            if not len(active):
+                break
+            to_move = states["to_move"][active]
+            obs, _ = batch.observe(active)
+            movers = [to_move == 1, to_move == 2]
+            for side in (0, 1):
+                rows, net = movers[side], self._nets[side]
+                if net is None:
+                    if rows.any():
+                        self._bot_moves(self._bots[side], active[rows])
+                elif net.full_turn:
+                    # rules.md §9: a full-turn net steps on every ply, the waiting side's too (output
+                    # discarded), so one forward over all running games serves both.
+                    logits = self._forward(net, active, obs)
+                    if rows.any():
+                        batch.sample_apply(active[rows], logits[rows])
+                elif rows.any():
+                    batch.sample_apply(active[rows], self._forward(net, active[rows], obs[rows]))
+            over_cap = active[(states["winner"][active] == 0) & (states["plies"][active] >= PLY_CAP)]
+            for slot in over_cap:
+                lib.gc_declare_coin_win(batch._c_states + int(slot), _PLY_CAP_CODE)
+            finished = active[states["winner"][active] != 0]
+            if len(finished):
+                games = slot_game[finished]
+                winners[games] = states["winner"][finished]
+                plies[games] = states["plies"][finished]
+                ends[games] = states["end_reason"][finished]
+                slot_game[finished] = -1
+                start_games(finished)
+
+    def _forward(self, net, slots: np.ndarray, obs: np.ndarray) -> np.ndarray:
+        if len(slots) == 1:
+            padded = net.forward(np.array([slots[0], self._slots]), np.repeat(obs, 2, axis=0))
+            return padded[:1]
+        return net.forward(slots, obs)
+
+    def _bot_moves(self, bot, slots: np.ndarray) -> None:
+        c_states = self._batch._c_states
+        for slot in slots:
+            state = c_states + int(slot)
+            action = lib.gc_bot_choose(state, bot, self._workspace)
+            if action < 0 or lib.gc_apply(state, action) < 0:
+                raise RuntimeError(f"bot found no move in a running game (code {action})")
+
+
+def _network(player: Player):
+    from gcpipe.nn.checkpoint import load
+    from gcpipe.nn.player import NetworkPlayer
+
+    # The SHA-256 checked when the player was defined must still hold in every worker.
+    return NetworkPlayer(load(player.path, expected_sha256=player.sha256), full_turn=player.full_turn)
+
+
+# -- worker processes -----------------------------------------------------------------------
+_worker_cell: CellPlayer | None = None
+
+
+def _init_worker(guerrilla: Player, coin: Player, slots: int) -> None:
+    global _worker_cell
+    if guerrilla.is_net or coin.is_net:
+        import torch
+        torch.set_num_threads(1)   # one core per worker; the pool supplies the parallelism
+    _worker_cell = CellPlayer(guerrilla, coin, slots)
+
+
+def _play_chunk(task):
+    games, seeds = task
+    return (games, *_worker_cell.play(seeds))
+
+
+def _chunks(games: list[int], size: int) -> list[list[int]]:
+    return [games[i:i + size] for i in range(0, len(games), size)]
+
+
+def _chunk_size(guerrilla: Player, coin: Player, n_games: int, workers: int) -> int:
+    """Games per task: MCTS games take seconds, so one at a time keeps workers evenly busy and
+    every finished game on disk; cheap games go in larger tasks to amortise the hand-over."""
+    kinds = {guerrilla.kind, coin.kind}
+    if "mcts" in kinds:
+        return 1
+    limit = NET_CHUNK if "net" in kinds else BOT_CHUNK
+    return max(1, min(limit, math.ceil(n_games / max(1, workers))))
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _results(guerrilla, coin, games, workers):
+    """Yields (games, winners, plies, ends) per task, in game order."""
+    size = _chunk_size(guerrilla, coin, len(games), workers)
+    tasks = [(chunk, np.array([game_seed(guerrilla.roster, coin.roster, g) for g in chunk], np.uint32))
+             for chunk in _chunks(games, size)]
+    slots = min(NET_SLOTS, size)
+    workers = min(workers, len(tasks))
+    if workers <= 1:
+        yield from _results_in_process(guerrilla, coin, tasks, slots)
+        return
+    # fork: workers start in milliseconds and the parent has not run torch yet (it only loaded
+    # weights), so its thread pools are not an issue.
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with context.Pool(workers, initializer=_init_worker, initargs=(guerrilla, coin, slots)) as pool:
+        yield from pool.imap(_play_chunk, tasks)
+
+
+def _results_in_process(guerrilla, coin, tasks, slots):
+    torch = None
+    if guerrilla.is_net or coin.is_net:
+        import torch
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+    try:
+        cell = CellPlayer(guerrilla, coin, slots)
+        for games, seeds in tasks:
+            yield (games, *cell.play(seeds))
+    finally:
+        if torch is not None:
+            torch.set_num_threads(threads)
+
+
+# -- a cell with its ledger -----------------------------------------------------------------
+def default_ledger_path(guerrilla: Player, coin: Player, folder=MATCHES_DIR) -> Path:
+    return Path(folder) / f"{cell_name(guerrilla.name, coin.name)}.jsonl"
+
+
+def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, out=None,
+              workers: int | None = None, progress: bool = True) -> MatchResult:
+    """Plays games first_game .. first_game+games-1 of the cell (guerrilla, coin) that the ledger
+    at `out` (default results/matches/G__C.jsonl) does not hold yet, then writes the summary.
+
+    Both players need their roster positions set (PlayerBook.field does that)."""
+    if guerrilla.roster is None or coin.roster is None:
+        raise ValueError("run_match needs players with roster positions (see PlayerBook.field)")
+    if isinstance(games, bool) or not isinstance(games, int) or games < 1:
+        raise UserError(f"--games must be a positive integer, got {games!r}")
+    if isinstance(first_game, bool) or not isinstance(first_game, int) or first_game < 0:
+        raise UserError(f"--first-game must be an integer >= 0, got {first_game!r}")
+    workers = default_workers() if workers is None else workers
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise UserError(f"--workers must be a positive integer, got {workers!r}")
+    path = Path(out) if out is not None else default_ledger_path(guerrilla, coin)
+    if path.is_dir():
+        raise UserError(f"ledger path {path} is a folder; give a .jsonl file")
+    cell = cell_name(guerrilla.name, coin.name)
+    played = 0
+    with LedgerWriter(path) as writer:
+        _check_existing(writer, path, cell, guerrilla, coin)
+        done = writer.done_games
+        missing = [g for g in range(first_game, first_game + games) if g not in done]
+        if missing:
+            meter = Progress(cell, len(missing), sum(r["winner"] == "guerrilla" for r in writer.records),
+                             len(writer.records), enabled=progress)
+            for chunk, winners, plies, ends in _results(guerrilla, coin, missing, workers):
+                writer.extend(_record(cell, guerrilla, coin, g, int(winner), int(ply_count), int(end))
+                              for g, winner, ply_count, end in zip(chunk, winners, plies, ends))
+                meter.advance(len(chunk), int(np.count_nonzero(winners == 1)))
+                played += len(chunk)
+            meter.finish()
+    summary_path = path.with_suffix(".json")
+    summary = write_summary(path, summary_path)
+    return MatchResult(ledger=path, summary_path=summary_path, summary=summary, played=played)
+
+
+def _record(cell, guerrilla: Player, coin: Player, g: int, winner: int, plies: int, end: int) -> dict:
+    return {"cell": cell, "guerrilla": guerrilla.name, "coin": coin.name, "game": g,
+            "seed": game_seed(guerrilla.roster, coin.roster, g), "winner": _WINNER_NAMES[winner],
+            "plies": plies, "end": END_REASONS[end], "guerrilla_id": guerrilla.identity,
+            "coin_id": coin.identity}
+
+
+def _check_existing(writer: LedgerWriter, path: Path, cell: str, guerrilla: Player, coin: Player) -> None:
+    """A ledger can only be continued by the same players at the same roster positions."""
+    if not writer.records:
+        return
+    first = writer.records[0]
+    if first["cell"] != cell:
+        raise UserError(f"{path} holds cell {first['cell']}, not {cell}; give another --out")
+    for side, player in (("guerrilla", guerrilla), ("coin", coin)):
+        if first[f"{side}_id"] != player.identity:
+            raise UserError(f"{path} was played by another {side} player {player.name} "
+                            f"({first[f'{side}_id']} there, {player.identity} now); give another --out")
+    for record in writer.records:
+        expected = game_seed(guerrilla.roster, coin.roster, record["game"])
+        if record["seed"] != expected:
+            raise UserError(f"{path} game {record['game']} has seed {record['seed']}, but roster positions "
+                            f"{guerrilla.roster}/{coin.roster} give {expected}: it was played with other "
+                            f"roster positions; give another --out or the same positions")
+
+
+# -- progress -------------------------------------------------------------------------------
+class Progress:
+    """Games done, Guerrilla–COIN wins so far, games/s and ETA on stderr: a bar redrawn in place
+    on a terminal, a plain line every `interval` seconds otherwise."""
+
+    def __init__(self, label: str, total: int, guerrilla_wins: int = 0, games_before: int = 0,
+                 enabled: bool = True, stream=None, interval: float = 10.0):
+        self.label, self.total = label, total
+        self.done, self.wins, self.games_before = 0, guerrilla_wins, games_before
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = enabled and self.stream.isatty()
+        self.interval = 0.2 if self.tty else interval
+        self.start = self.last = time.monotonic()
+
+    def advance(self, games: int, guerrilla_wins: int) -> None:
+        self.done += games
+        self.wins += guerrilla_wins
+        now = time.monotonic()
+        if self.enabled and (now - self.last >= self.interval or self.done == self.total):
+            self.last = now
+            self._show(now)
+
+    def finish(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def _show(self, now: float) -> None:
+        elapsed = max(now - self.start, 1e-9)
+        rate = self.done / elapsed
+        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+        played = self.games_before + self.done
+        text = (f"{self.label}: {self.done}/{self.total} games, wins G-C {self.wins}-{played - self.wins}, "
+                f"{rate:.1f} games/s, ETA {_duration(eta)}")
+        if self.tty:
+            width = 20
+            filled = int(width * self.done / self.total)
+            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {text}\x1b[K")
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
+
+
+# -- commands: a cell, a compare field, a tournament ------------------------------------------
+COMPARE_DIR = Path("results") / "compare"
+
+
+def match(guerrilla_spec: str, coin_spec: str, games: int, config=None, first_game: int = 0, out=None,
+          workers: int | None = None, roster_g: int | None = None, roster_c: int | None = None,
+          progress: bool = True) -> MatchResult:
+    """`gcpipe match`: the cell of two players named by config name or short spec.  Roster
+    positions: --roster-g/--roster-c, else the players' own (see PlayerBook.field)."""
+    field = PlayerBook.from_config_file(config).field([guerrilla_spec, coin_spec])
+    guerrilla, coin = field[0], field[-1]
+    for flag, value in (("--roster-g", roster_g), ("--roster-c", roster_c)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise UserError(f"{flag} must be an integer >= 0, got {value!r}")
+    if roster_g is not None:
+        guerrilla = replace(guerrilla, roster=roster_g)
+    if roster_c is not None:
+        coin = replace(coin, roster=roster_c)
+    return run_match(guerrilla, coin, games, first_game, out, workers, progress)
+
+
+@dataclass(frozen=True)
+class FieldResult:
+    """Cells of a field (compare or tournament), keyed (guerrilla name, coin name)."""
+    players: list[Player]
+    cells: dict
+
+
+def tournament(specs, games: int, config=None, out_dir=MATCHES_DIR, workers: int | None = None,
+               progress: bool = True) -> FieldResult:
+    """`gcpipe tournament`: every player as Guerrilla against every player as COIN."""
+    players = PlayerBook.from_config_file(config).field(specs)
+    return _play_field(players, games, out_dir, workers, progress)
+
+
+def compare(candidate_spec: str, baseline_spec: str, games: int, config=None, out_dir=COMPARE_DIR,
+            workers: int | None = None, progress: bool = True) -> FieldResult:
+    """`gcpipe compare`: the 2x2 field {candidate, baseline} x sides."""
+    players = PlayerBook.from_config_file(config).field([candidate_spec, baseline_spec])
+    if len(players) != 2:
+        raise UserError(f"compare needs two different players, got {players[0].name} twice")
+    return _play_field(players, games, out_dir, workers, progress)
+
+
+def _play_field(players, games, out_dir, workers, progress) -> FieldResult:
+    cells = {}
+    for guerrilla in players:
+        for coin in players:
+            cells[(guerrilla.name, coin.name)] = run_match(
+                guerrilla, coin, games, out=default_ledger_path(guerrilla, coin, out_dir),
+                workers=workers, progress=progress)
+    return FieldResult(players=players, cells=cells)
+
+
+def format_match(result: MatchResult) -> str:
+    s = result.summary
+    low, high = s["guerrilla_win_rate_ci95"]
+    return (f"{s['cell']}: {s['games']} games, Guerrilla {s['guerrilla']} {s['guerrilla_wins']} - "
+            f"COIN {s['coin']} {s['coin_wins']} (Guerrilla {_percent(s['guerrilla_win_rate'])}, "
+            f"95% CI {_percent(low)}-{_percent(high)}), mean {s['mean_plies']:.1f} plies; "
+            f"ledger {result.ledger}")
+
+
+def format_crosstable(result: FieldResult) -> str:
+    """The published "Gwins-Cwins" table: rows play Guerrilla, columns play COIN."""
+    names = [p.name for p in result.players]
+    rows = [["Guerrilla / COIN", *names]]
+    for g in names:
+        rows.append([g] + [f"{result.cells[(g, c)].summary['guerrilla_wins']}-"
+                           f"{result.cells[(g, c)].summary['coin_wins']}" for c in names])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                               for i, (cell, w) in enumerate(zip(row, widths))) for row in rows)
+
+
+def format_compare(result: FieldResult) -> str:
+    """The candidate's reciprocal results against the baseline, then the two self cells."""
+    candidate, baseline = (p.name for p in result.players)
+    as_guerrilla = result.cells[(candidate, baseline)].summary
+    as_coin = result.cells[(baseline, candidate)].summary
+    lines = [f"{candidate} (candidate) vs {baseline} (baseline)",
+             f"  candidate as Guerrilla: {_won_lost(as_guerrilla['guerrilla_wins'], as_guerrilla['games'])}",
+             f"  candidate as COIN:      {_won_lost(as_coin['coin_wins'], as_coin['games'])}"]
+    for name in (candidate, baseline):
+        s = result.cells[(name, name)].summary
+        lines.append(f"  self cell {s['cell']}: {s['guerrilla_wins']}-{s['coin_wins']} "
+                     f"(Guerrilla {_percent(s['guerrilla_win_rate'])})")
+    return "\n".join(lines)
+
+
+def _won_lost(won: int, games: int) -> str:
+    low, high = wilson_interval(won, games)
+    return f"{won}-{games - won} ({_percent(won / games)}, 95% CI {_percent(low)}-{_percent(high)})"
+
+
+def _percent(rate: float) -> str:
+    return f"{100 * rate:.1f}%"

@@ -1,0 +1,282 @@
+"""Match runner: players, seeds (rules.md §8), network players (§9), ledger resume after kill -9,
+worker-count invariance and the match/compare/tournament commands."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from gcpipe.cli import app
+from gcpipe.engine import Game
+from gcpipe.engine.bots import Bot
+from gcpipe.errors import UserError
+from gcpipe.match import PlayerBook, game_seed, match, parse_spec, run_match
+from gcpipe.match import runner as runner_module
+from gcpipe.match.ledger import read_ledger
+from gcpipe.match.players import player_from_config
+from gcpipe.nn.checkpoint import save
+from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.nn.player import NetworkBot, NetworkPlayer
+
+GCPIPE = str(Path(sys.executable).parent / "gcpipe")
+
+
+@pytest.fixture(scope="module")
+def nets(tmp_path_factory):
+    """Two random standard-5c checkpoints and one legacy (actor-only) checkpoint."""
+    folder = tmp_path_factory.mktemp("nets")
+    paths = {}
+    for name, layout, seed in (("alpha", "5c", 1), ("beta", "5c", 2), ("old", "legacy", 3)):
+        model = MinGRUPolicy(128, 2, bias=layout == "legacy", generator=torch.Generator().manual_seed(seed))
+        if layout == "legacy":
+            with torch.no_grad():
+                model.decoder.weight[-1].zero_()   # legacy files have no value head to keep
+        paths[name] = folder / f"{name}.bin"
+        save(model, paths[name], layout)
+    return paths
+
+
+# -- seeds and players ------------------------------------------------------------------------
+def test_game_seed_formula():
+    assert game_seed(0, 0, 0) == 1
+    # ((0x9E3779B9 * ((3*16 + 1)*100003 + 7)) mod 2^32) | 1
+    assert game_seed(3, 1, 7) == (2654435769 * 4900154) % 2**32 | 1 == 3098996971
+    assert game_seed(1, 0, 99) == 999915323
+    assert game_seed(15, 15, 123456) == 2191602805
+
+
+def test_short_specs():
+    random_player = parse_spec("random")
+    assert (random_player.name, random_player.identity, random_player.roster) == ("random", {"kind": "random"}, None)
+    mcts = parse_spec("mcts:2000")
+    assert mcts.name == "mcts2000"
+    assert mcts.identity == {"kind": "mcts", "iterations": 2000, "exploration": 0.7, "rollout": "greedy"}
+    assert parse_spec("mcts:2000:0.7:greedy").identity == mcts.identity
+    assert parse_spec("mcts:50:0.5:random").name == "mcts50-c0.5-random"
+    named = parse_spec("strong=mcts:10000@4")
+    assert (named.name, named.roster, named.bot.iterations) == ("strong", 4, 10000)
+
+
+def test_net_spec_identity(nets):
+    player = parse_spec(f"net:{nets['alpha']}")
+    assert player.name == "alpha"
+    assert player.identity["kind"] == "net" and player.identity["layout"] == "5c"
+    assert player.identity["full_turn"] is True and len(player.identity["sha256"]) == 64
+    assert parse_spec(f"net:{nets['old']}").identity["full_turn"] is False
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("foo", "unknown player 'foo'"),
+    ("random:3", "takes no settings"),
+    ("mcts:0", "iterations must be between"),
+    ("mcts:100:x", "exploration must be a number"),
+    ("mcts:100:0.7:smart", "rollout must be random or greedy"),
+    ("mcts:1:2:random:4", "at most"),
+    ("net:", "write net:PATH"),
+    ("net:/no/such/file.bin", "does not exist"),
+    ("a__b=greedy", "name 'a__b' is not usable"),
+])
+def test_bad_specs_fail_with_one_line(spec, message):
+    with pytest.raises(UserError, match=message.replace("(", r"\(")):
+        parse_spec(spec)
+
+
+def test_wrong_size_and_sha_mismatch(tmp_path, nets):
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\0" * 1000)
+    with pytest.raises(UserError, match="1000 bytes"):
+        parse_spec(f"net:{junk}")
+    with pytest.raises(UserError, match="SHA-256"):
+        player_from_config("p", {"kind": "net", "path": str(nets["alpha"]), "sha256": "0" * 64})
+
+
+def test_roster_positions_of_a_field():
+    book = PlayerBook({"random": {"kind": "random"}, "greedy": {"kind": "greedy"},
+                       "mcts2k": {"kind": "mcts", "iterations": 2000, "roster": 3}})
+    field = book.field(["mcts2k", "greedy", "mcts:5", "mcts2k"])
+    assert [(p.name, p.roster) for p in field] == [("mcts2k", 3), ("greedy", 1), ("mcts5", 2)]
+    assert [p.roster for p in PlayerBook().field(["greedy", "random"])] == [0, 1]
+    with pytest.raises(UserError, match="both named"):
+        PlayerBook().field(["x=greedy", "x=random"])
+
+
+def test_config_file_players(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("players:\n  random: {kind: random}\n  m: {kind: mcts, iterations: 10, roster: 7}\n")
+    book = PlayerBook.from_config_file(config)
+    assert [(p.name, p.roster, p.kind) for p in book.field(["m", "random"])] == [("m", 7, "mcts"), ("random", 0, "random")]
+
+
+# -- network players ---------------------------------------------------------------------------
+def _replay(seed: int, guerrilla, coin) -> Game:
+    """One game played move by move with Game, NetworkBot and Bot: the reference for the batch runner."""
+    game = Game(seed)
+    for side in (guerrilla, coin):
+        if isinstance(side, NetworkBot):
+            side.new_game()
+    while not game.is_terminal():
+        mover, waiter = (guerrilla, coin) if game.current_player() == 0 else (coin, guerrilla)
+        if isinstance(waiter, NetworkBot):
+            waiter.observe(game)
+        game.apply_action(mover.choose(game))
+    return game
+
+
+def test_net_vs_greedy_games_replay_from_their_seeds(tmp_path, nets):
+    result = match(f"net:{nets['alpha']}", "greedy", 24, out=tmp_path / "cell.jsonl", workers=1, progress=False)
+    records = read_ledger(result.ledger)
+    assert [r["game"] for r in records] == list(range(24))
+    net = NetworkBot(NetworkPlayer(str(nets["alpha"])))
+    greedy = Bot("greedy")
+    for record in records:
+        assert record["seed"] == game_seed(0, 1, record["game"])
+        game = _replay(record["seed"], net, greedy)
+        assert (["guerrilla", "coin"][game.winner], game.plies, game.end_reason) == \
+               (record["winner"], record["plies"], record["end"])
+    assert result.summary["games"] == 24
+
+
+def test_results_do_not_depend_on_slots(nets):
+    guerrilla, coin = PlayerBook().field([f"net:{nets['alpha']}", f"net:{nets['old']}"])
+    seeds = np.array([game_seed(0, 1, g) for g in range(12)], np.uint32)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # as in the runner's workers
+    try:
+        outcomes = [tuple(a.tolist() for a in runner_module.CellPlayer(guerrilla, coin, slots).play(seeds))
+                    for slots in (1, 5, 12)]
+    finally:
+        torch.set_num_threads(threads)
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+
+
+def test_full_turn_nets_step_every_ply_actor_only_nets_their_own(tmp_path, nets, monkeypatch):
+    steps = {"forward": 0, "moves": 0}
+    forward, sample_apply = runner_module.CellPlayer._forward, runner_module.GameBatch.sample_apply
+
+    def counting_forward(self, net, slots, obs):
+        steps["forward"] += len(slots)
+        return forward(self, net, slots, obs)
+
+    def counting_sample_apply(self, idx, logits):
+        steps["moves"] += len(idx)
+        return sample_apply(self, idx, logits)
+
+    monkeypatch.setattr(runner_module.CellPlayer, "_forward", counting_forward)
+    monkeypatch.setattr(runner_module.GameBatch, "sample_apply", counting_sample_apply)
+    for name, full_turn in (("alpha", True), ("old", False)):
+        steps.update(forward=0, moves=0)
+        result = match(f"net:{nets[name]}", "greedy", 10, out=tmp_path / f"{name}.jsonl", workers=1, progress=False)
+        total_plies = sum(r["plies"] for r in read_ledger(result.ledger))
+        assert result.summary["guerrilla_id"]["full_turn"] is full_turn
+        if full_turn:
+            assert steps["forward"] == total_plies          # the net steps on every ply
+        else:
+            assert steps["forward"] == steps["moves"] < total_plies   # only on its own moves
+
+
+# -- ledgers: worker invariance, resume, mismatches ------------------------------------------------
+def test_worker_count_does_not_change_the_ledger(tmp_path, nets):
+    for guerrilla, coin, games in (("random", "greedy", 300), (f"net:{nets['alpha']}", f"net:{nets['beta']}", 60)):
+        one = match(guerrilla, coin, games, out=tmp_path / "w1" / "cell.jsonl", workers=1, progress=False)
+        two = match(guerrilla, coin, games, out=tmp_path / "w2" / "cell.jsonl", workers=2, progress=False)
+        assert one.ledger.read_bytes() == two.ledger.read_bytes()
+        assert one.summary_path.read_bytes() == two.summary_path.read_bytes()
+        for folder in ("w1", "w2"):
+            for path in (tmp_path / folder).iterdir():
+                path.unlink()
+
+
+def _match_command(out: Path, workers: int) -> list[str]:
+    return [GCPIPE, "match", "mcts:60", "greedy", "--games", "30", "--workers", str(workers),
+            "--out", str(out), "--quiet"]
+
+
+def test_resume_after_kill_is_byte_identical(tmp_path):
+    reference = tmp_path / "reference" / "cell.jsonl"
+    subprocess.run(_match_command(reference, 1), check=True, capture_output=True)
+    assert len(read_ledger(reference)) == 30
+
+    resumed = tmp_path / "resumed" / "cell.jsonl"
+    process = subprocess.Popen(_match_command(resumed, 2), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (resumed.exists() and resumed.read_bytes().count(b"\n") >= 4):
+            assert process.poll() is None and time.monotonic() < deadline, "the match ended before it was killed"
+            time.sleep(0.005)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)   # the match and its workers
+        process.wait()
+    killed_at = resumed.read_bytes().count(b"\n")
+    assert 4 <= killed_at < 30
+    with open(resumed, "ab") as handle:       # what a kill in the middle of a write leaves
+        handle.write(b'{"cell":"mcts60__greedy","guerr')
+    finished = subprocess.run(_match_command(resumed, 2), check=True, capture_output=True, text=True)
+    assert resumed.read_bytes() == reference.read_bytes()
+    assert resumed.with_suffix(".json").read_bytes() == reference.with_suffix(".json").read_bytes()
+    assert "30 games" in finished.stdout
+
+    again = subprocess.run(_match_command(resumed, 1), check=True, capture_output=True, text=True)
+    assert again.stdout == finished.stdout
+    assert resumed.read_bytes() == reference.read_bytes()
+
+
+def test_extending_a_cell_appends_the_missing_games(tmp_path):
+    guerrilla, coin = PlayerBook().field(["greedy", "random"])
+    out = tmp_path / "cell.jsonl"
+    assert run_match(guerrilla, coin, 50, out=out, workers=1, progress=False).played == 50
+    assert run_match(guerrilla, coin, 80, out=out, workers=2, progress=False).played == 30
+    assert run_match(guerrilla, coin, 80, out=out, workers=2, progress=False).played == 0
+    whole = tmp_path / "whole.jsonl"
+    run_match(guerrilla, coin, 80, out=whole, workers=1, progress=False)
+    assert out.read_bytes() == whole.read_bytes()
+
+
+def test_a_ledger_of_other_players_or_seeds_is_refused(tmp_path):
+    out = tmp_path / "cell.jsonl"
+    match("greedy", "random", 10, out=out, workers=1, progress=False)
+    with pytest.raises(UserError, match="other roster positions"):
+        match("greedy", "random", 20, out=out, workers=1, roster_g=5, progress=False)
+    with pytest.raises(UserError, match="holds cell greedy__random"):
+        match("greedy", "greedy", 20, out=out, workers=1, progress=False)
+    with pytest.raises(UserError, match="another guerrilla player"):
+        match("greedy=mcts:5", "random", 20, out=out, workers=1, progress=False)
+
+
+# -- commands ------------------------------------------------------------------------------------
+def test_tournament_prints_the_published_random_greedy_cells(tmp_path):
+    result = CliRunner().invoke(app, ["tournament", "random", "greedy", "--games", "100", "--quiet",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.split("\n")[:3] == ["Guerrilla / COIN  random  greedy",
+                                             "random              8-92   0-100",
+                                             "greedy              98-2   33-67"]
+    assert sorted(p.name for p in tmp_path.glob("*.jsonl")) == [
+        "greedy__greedy.jsonl", "greedy__random.jsonl", "random__greedy.jsonl", "random__random.jsonl"]
+
+
+def test_compare_prints_reciprocal_results_and_self_cells(tmp_path):
+    result = CliRunner().invoke(app, ["compare", "greedy", "random", "--games", "40", "--quiet", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    as_guerrilla = read_ledger(tmp_path / "greedy__random.jsonl")
+    wins = sum(r["winner"] == "guerrilla" for r in as_guerrilla)
+    assert lines[0] == "greedy (candidate) vs random (baseline)"
+    assert lines[1].startswith(f"  candidate as Guerrilla: {wins}-{40 - wins} (")
+    assert lines[2].startswith("  candidate as COIN:      ")
+    assert [line.split(":")[0] for line in lines[3:]] == ["  self cell greedy__greedy", "  self cell random__random"]
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    result = CliRunner().invoke(app, ["match", "greedy", "nonsense", "--games", "5", "--out", str(tmp_path / "x.jsonl")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "gcpipe: error: unknown player 'nonsense': not a config player; short specs are random, greedy, "
+        "mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], net:PATH"]
+    assert not (tmp_path / "x.jsonl").exists()
