@@ -61,6 +61,65 @@ def elo(ledgers: list[str] = typer.Argument(None, metavar="LEDGER...",
     typer.echo(ratings_table_markdown(ratings), nl=False)
 
 
+_PLAYER_HELP = ("A config player's name or a short spec: random, greedy, mcts:ITERATIONS[:EXPLORATION[:ROLLOUT]], "
+                "net:PATH; NAME=SPEC names it, SPEC@N sets its roster position.")
+_CONFIG_OPTION = typer.Option(None, "--config", help="Pipeline config whose `players:` can be named.")
+_WORKERS_OPTION = typer.Option(None, "--workers", help="Worker processes (default: all cores). Results do not depend on it.")
+_QUIET_OPTION = typer.Option(False, "--quiet", help="No progress output.")
+
+
+@app.command()
+def match(guerrilla: str = typer.Argument(..., metavar="G", help=_PLAYER_HELP),
+          coin: str = typer.Argument(..., metavar="C", help="The COIN player, as G."),
+          games: int = typer.Option(..., "--games", help="Number of games."),
+          config: Path = _CONFIG_OPTION,
+          first_game: int = typer.Option(0, "--first-game", help="Index of the first game (a shard starts later)."),
+          out: Path = typer.Option(None, "--out", help="Ledger file (default results/matches/G__C.jsonl)."),
+          workers: int = _WORKERS_OPTION,
+          roster_g: int = typer.Option(None, "--roster-g", help="Roster position of G in the seed formula."),
+          roster_c: int = typer.Option(None, "--roster-c", help="Roster position of C in the seed formula."),
+          quiet: bool = _QUIET_OPTION):
+    """Play games K..K+N-1 of G (Guerrilla) vs C (COIN) that the ledger lacks; resumable after a kill.
+
+    Seeds follow rules.md §8 with roster positions: --roster-g/--roster-c, else the player's
+    `roster`, else its index in the config's players, else its place on this command line."""
+    from gcpipe.match import format_match, match as play_match
+
+    result = play_match(guerrilla, coin, games, config=config, first_game=first_game, out=out, workers=workers,
+                        roster_g=roster_g, roster_c=roster_c, progress=not quiet)
+    typer.echo(format_match(result))
+
+
+@app.command()
+def compare(candidate: str = typer.Argument(..., help=_PLAYER_HELP),
+            baseline: str = typer.Argument(..., help="The baseline player, as CANDIDATE."),
+            games: int = typer.Option(1000, "--games", help="Games per cell."),
+            config: Path = _CONFIG_OPTION,
+            out: Path = typer.Option(Path("results/compare"), "--out", help="Folder for the four cell ledgers."),
+            workers: int = _WORKERS_OPTION,
+            quiet: bool = _QUIET_OPTION):
+    """Candidate vs baseline on both sides, plus both self cells, with 95% intervals."""
+    from gcpipe.match import compare as play_compare, format_compare
+
+    typer.echo(format_compare(play_compare(candidate, baseline, games, config=config, out_dir=out,
+                                           workers=workers, progress=not quiet)))
+
+
+@app.command()
+def tournament(players: list[str] = typer.Argument(..., metavar="PLAYER...", help=_PLAYER_HELP),
+               games: int = typer.Option(100, "--games", help="Games per cell."),
+               config: Path = _CONFIG_OPTION,
+               out: Path = typer.Option(Path("results/matches"), "--out", help="Folder for the cell ledgers."),
+               workers: int = _WORKERS_OPTION,
+               quiet: bool = _QUIET_OPTION):
+    """Every player as Guerrilla against every player as COIN; prints the "Gwins-Cwins" cross table
+    (rows Guerrilla, columns COIN)."""
+    from gcpipe.match import format_crosstable, tournament as play_tournament
+
+    typer.echo(format_crosstable(play_tournament(players, games, config=config, out_dir=out, workers=workers,
+                                                 progress=not quiet)))
+
+
 @app.command()
 def merge(shards: list[str] = typer.Argument(..., metavar="SHARD...",
                                              help="Ledgers of game-index shards of one cell."),
