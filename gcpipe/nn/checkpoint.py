@@ -1,0 +1,229 @@
+"""Checkpoint files (model.md §2): raw little-endian float32, no header, the layout told by the size.
+
+    legacy   587,264 bytes  enc.W enc.b dec.W(256 rows) dec.b(256) gru0.W gru1.W   no value head
+    5c       586,240 bytes  enc.W dec.W(257 rows: 256 logits + value) gru0.W gru1.W
+    5c-bias  587,808 bytes  enc.W enc.b dec.W(257 rows) dec.b(264: 256 + value + 7 zero pads) gru0.W gru1.W
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gcpipe.errors import UserError
+from gcpipe.io import atomic_write_bytes
+from gcpipe.nn.model import NUM_ACTIONS, OBS_SIZE, MinGRUPolicy
+
+HIDDEN, LAYERS = 128, 2
+_FLOAT = np.dtype("<f4")
+_DEC_BIAS_PAD = 7
+
+# (name, shape) in file order for each layout.
+_TENSORS: dict[str, list[tuple[str, tuple[int, ...]]]] = {
+    "legacy": [("enc.W", (HIDDEN, OBS_SIZE)), ("enc.b", (HIDDEN,)), ("dec.W", (NUM_ACTIONS, HIDDEN)),
+               ("dec.b", (NUM_ACTIONS,)), ("gru0.W", (3 * HIDDEN, HIDDEN)), ("gru1.W", (3 * HIDDEN, HIDDEN))],
+    "5c": [("enc.W", (HIDDEN, OBS_SIZE)), ("dec.W", (NUM_ACTIONS + 1, HIDDEN)),
+           ("gru0.W", (3 * HIDDEN, HIDDEN)), ("gru1.W", (3 * HIDDEN, HIDDEN))],
+    "5c-bias": [("enc.W", (HIDDEN, OBS_SIZE)), ("enc.b", (HIDDEN,)), ("dec.W", (NUM_ACTIONS + 1, HIDDEN)),
+                ("dec.b", (NUM_ACTIONS + 1 + _DEC_BIAS_PAD,)), ("gru0.W", (3 * HIDDEN, HIDDEN)),
+                ("gru1.W", (3 * HIDDEN, HIDDEN))],
+}
+LAYOUTS = {name: 4 * sum(int(np.prod(shape)) for _, shape in tensors) for name, tensors in _TENSORS.items()}
+assert LAYOUTS == {"legacy": 587264, "5c": 586240, "5c-bias": 587808}
+_LAYOUT_BY_SIZE = {size: name for name, size in LAYOUTS.items()}
+_ACCEPTED = ", ".join(f"{size} ({name})" for name, size in LAYOUTS.items())
+
+
+class CheckpointWarning(UserWarning):
+    """A conversion that drops something the target layout cannot hold (the value head)."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    model: MinGRUPolicy       # in eval mode
+    layout: str
+    sha256: str
+    size: int
+    has_value_head: bool
+    full_turn: bool           # recurrent semantics of rules.md §9: 5c layouts step on every ply
+    path: Path | None         # None for a model held in memory
+
+    @classmethod
+    def from_model(cls, model: MinGRUPolicy, layout: str | None = None) -> "Checkpoint":
+        """A model in memory (e.g. during training) described as if saved in `layout` (default: 5c-bias
+        if it has biases, else 5c); sha256 and size are those of that file."""
+        layout = layout or ("5c-bias" if model.bias else "5c")
+        data = to_bytes(model, layout)
+        return cls(model=model.eval(), layout=layout, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+                   has_value_head=layout != "legacy", full_turn=layout != "legacy", path=None)
+
+
+def tensor_offsets(layout: str) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Byte offset and shape of every tensor of `layout` in the file."""
+    offsets, at = {}, 0
+    for name, shape in _TENSORS[_check_layout(layout)]:
+        offsets[name] = (at, shape)
+        at += 4 * int(np.prod(shape))
+    return offsets
+
+
+def sha256_file(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def detect_layout(path) -> str:
+    """The layout of the file at `path`, from its size; UserError for anything that is not one."""
+    return _layout_of_size(_stat_checkpoint(Path(path)), Path(path))
+
+
+def load(path, expected_sha256: str | None = None) -> Checkpoint:
+    """Reads a checkpoint (never modifying the file) into a MinGRUPolicy in eval mode."""
+    path = Path(path)
+    detect_layout(path)  # a directory, a missing file or a wrong size fails here, before reading
+    data = _read_bytes(path)
+    # The layout comes from the bytes actually read, in case the file changed since the stat.
+    layout = _layout_of_size(len(data), path)
+    sha256 = hashlib.sha256(data).hexdigest()
+    if expected_sha256 is not None and sha256 != expected_sha256.lower():
+        raise UserError(f"checkpoint {path} has SHA-256 {sha256}, expected {expected_sha256.lower()}")
+    arrays = _split(np.frombuffer(data, dtype=_FLOAT), layout)
+    for name, array in arrays.items():
+        bad = int(np.count_nonzero(~np.isfinite(array)))
+        if bad:
+            raise UserError(f"checkpoint {path} holds {bad} NaN/inf value(s) in tensor {name}")
+    model = MinGRUPolicy(HIDDEN, LAYERS, OBS_SIZE, NUM_ACTIONS, bias=layout != "5c")
+    _fill(model, arrays, layout)
+    model.eval()
+    return Checkpoint(model=model, layout=layout, sha256=sha256, size=len(data),
+                      has_value_head=layout != "legacy", full_turn=layout != "legacy", path=path)
+
+
+def save(model: MinGRUPolicy, path, layout: str) -> None:
+    """Writes `model` in `layout` atomically (temp file + os.replace).  Refuses (UserError) to drop
+    nonzero biases into the bias-free 5c layout; warns (CheckpointWarning) when writing legacy
+    drops a nonzero value head."""
+    layout = _check_layout(layout)
+    if (model.hidden, model.layers, model.obs_size, model.num_actions) != (HIDDEN, LAYERS, OBS_SIZE, NUM_ACTIONS):
+        raise UserError(f"checkpoint layouts hold H={HIDDEN}, L={LAYERS} networks; this model has "
+                        f"H={model.hidden}, L={model.layers}")
+    atomic_write_bytes(path, to_bytes(model, layout))
+
+
+def to_bytes(model: MinGRUPolicy, layout: str) -> bytes:
+    """The file contents of `model` in `layout` (see save for what is refused or warned about)."""
+    layout = _check_layout(layout)
+    weights = {"enc.W": model.encoder.weight, "dec.W": model.decoder.weight}
+    weights.update({f"gru{i}.W": gru.weight for i, gru in enumerate(model.grus)})
+    arrays = {name: w.detach().cpu().float().numpy() for name, w in weights.items()}
+    enc_bias = _bias_array(model.encoder, HIDDEN)
+    dec_bias = _bias_array(model.decoder, NUM_ACTIONS + 1)
+    if layout == "5c" and (enc_bias.any() or dec_bias.any()):
+        raise UserError("this network has nonzero biases, which layout 5c cannot hold; use layout 5c-bias")
+    if layout == "legacy":
+        if arrays["dec.W"][NUM_ACTIONS].any() or dec_bias[NUM_ACTIONS]:
+            warnings.warn("layout legacy has no value head: the value head is dropped", CheckpointWarning,
+                          stacklevel=2)
+        arrays["dec.W"] = arrays["dec.W"][:NUM_ACTIONS]
+        dec_bias = dec_bias[:NUM_ACTIONS]
+    elif layout == "5c-bias":
+        dec_bias = np.concatenate([dec_bias, np.zeros(_DEC_BIAS_PAD, np.float32)])
+    arrays["enc.b"], arrays["dec.b"] = enc_bias, dec_bias
+    data = np.concatenate([arrays[name].astype(_FLOAT).ravel() for name, _ in _TENSORS[layout]]).tobytes()
+    assert len(data) == LAYOUTS[layout]
+    return data
+
+
+def convert(source, target, layout: str) -> Checkpoint:
+    """Reads `source`, writes it to `target` in `layout` and returns the written checkpoint.
+    Refuses to overwrite the source itself."""
+    source, target = Path(source), Path(target)
+    _check_layout(layout)
+    checkpoint = load(source)
+    if target.exists() and (target.is_dir() or os.path.samefile(source, target)):
+        what = "is a directory" if target.is_dir() else "is the input file"
+        raise UserError(f"output {target} {what}; give another path")
+    save(checkpoint.model, target, layout)
+    return load(target)
+
+
+def describe(path) -> dict:
+    """What `gcpipe ckpt info` shows: layout, size, SHA-256, value head and each tensor's shape and
+    L2 norm, read straight from the file."""
+    checkpoint = load(path)
+    data = np.frombuffer(_read_bytes(Path(path)), dtype=_FLOAT)
+    tensors = [{"name": name, "shape": list(array.shape), "norm": float(np.linalg.norm(array.astype(np.float64)))}
+               for name, array in _split(data, checkpoint.layout).items()]
+    return {"path": str(path), "layout": checkpoint.layout, "bytes": checkpoint.size, "sha256": checkpoint.sha256,
+            "value_head": checkpoint.has_value_head, "full_turn": checkpoint.full_turn, "tensors": tensors}
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _check_layout(layout: str) -> str:
+    if layout not in LAYOUTS:
+        raise UserError(f"unknown checkpoint layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    return layout
+
+
+def _stat_checkpoint(path: Path) -> int:
+    if path.is_dir():
+        raise UserError(f"checkpoint {path} is a directory, not a .bin file")
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        raise UserError(f"checkpoint {path} does not exist") from None
+    except OSError as error:
+        raise UserError(f"cannot read checkpoint {path}: {error.strerror}") from None
+
+
+def _layout_of_size(size: int, path: Path) -> str:
+    if size not in _LAYOUT_BY_SIZE:
+        raise UserError(f"checkpoint {path} has {size} bytes, which is no known layout; accepted sizes: {_ACCEPTED}")
+    return _LAYOUT_BY_SIZE[size]
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise UserError(f"cannot read checkpoint {path}: {error.strerror}") from None
+
+
+def _split(floats: np.ndarray, layout: str) -> dict[str, np.ndarray]:
+    arrays, at = {}, 0
+    for name, shape in _TENSORS[layout]:
+        count = int(np.prod(shape))
+        arrays[name] = floats[at:at + count].reshape(shape)
+        at += count
+    return arrays
+
+
+def _bias_array(linear: torch.nn.Linear, size: int) -> np.ndarray:
+    if linear.bias is None:
+        return np.zeros(size, np.float32)
+    return linear.bias.detach().cpu().float().numpy()
+
+
+@torch.no_grad()
+def _fill(model: MinGRUPolicy, arrays: dict[str, np.ndarray], layout: str) -> None:
+    def tensor(name):
+        return torch.from_numpy(arrays[name].astype(np.float32))
+
+    model.encoder.weight.copy_(tensor("enc.W"))
+    for i, gru in enumerate(model.grus):
+        gru.weight.copy_(tensor(f"gru{i}.W"))
+    model.decoder.weight.zero_()
+    model.decoder.weight[:arrays["dec.W"].shape[0]] = tensor("dec.W")
+    if model.encoder.bias is not None:
+        model.encoder.bias.copy_(tensor("enc.b"))
+        model.decoder.bias.zero_()
+        logit_and_value = min(NUM_ACTIONS + 1, arrays["dec.b"].shape[0])
+        model.decoder.bias[:logit_and_value] = tensor("dec.b")[:logit_and_value]
