@@ -137,9 +137,14 @@ static int coin_has_capture(const gc_state *s, int src) {
     return 0;
 }
 
+/* Whether the side to move has any legal action, by bitboards (no enumeration). */
 static int side_has_legal_action(const gc_state *s) {
-    int16_t legal[GC_NUM_ACTIONS];
-    return gc_legal_actions(s, legal) > 0;
+    if (s->to_move == GC_GUERRILLA) return (placeable_points(s) & neighbours(~s->stones & POINTS_ALL)) != 0;
+    if (s->must_capture) return 1; /* a chain is only entered when a capture exists */
+    uint64_t free = ~s->coins;
+    /* a coin can step to a free diagonal neighbour: up-left/down-left need x > 0, up-right/down-right x < 7 */
+    return (s->coins & ((((free << 9) | (free >> 7)) & ~0x0101010101010101ULL) |
+                        (((free << 7) | (free >> 9)) & ~0x8080808080808080ULL))) != 0;
 }
 
 int gc_apply(gc_state *s, int action) {
