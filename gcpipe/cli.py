@@ -69,6 +69,20 @@ _QUIET_OPTION = typer.Option(False, "--quiet", help="No progress output.")
 
 
 @app.command()
+def train(run: str = typer.Argument(..., help="The run's name under `runs:` in the config."),
+          config: Path = typer.Option(..., "--config", help="Pipeline config (YAML) whose `runs:` holds RUN."),
+          out: Path = typer.Option(None, "--out", help="Run folder (default results/runs/RUN)."),
+          resume: bool = typer.Option(False, "--resume", help="Continue from the run folder's last saved state."),
+          threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice).")):
+    """PPO training of RUN: checkpoints, metrics.csv, resume state and final.bin in the run folder."""
+    from gcpipe.train.config import load_run_config
+    from gcpipe.train.run import train as run_training
+
+    folder = run_training(run, load_run_config(config, run), out, resume=resume, threads=threads)
+    typer.echo(f"{run}: {folder / 'final.bin'}" if (folder / "final.bin").exists() else f"{run}: stopped, state in {folder}")
+
+
+@app.command()
 def match(guerrilla: str = typer.Argument(..., metavar="G", help=_PLAYER_HELP),
           coin: str = typer.Argument(..., metavar="C", help="The COIN player, as G."),
           games: int = typer.Option(..., "--games", help="Number of games."),

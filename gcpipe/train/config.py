@@ -1,0 +1,183 @@
+"""Every training hyperparameter in one dataclass, with the reference trainer's values
+(model.md §4) as defaults, and the reader of a run's settings from the pipeline YAML."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import yaml
+
+from gcpipe.errors import UserError
+
+LAYOUTS = ("5c", "5c-bias", "legacy")
+OPPONENTS = ("random", "greedy", "mcts")
+MCTS_ROLLOUTS = ("random", "greedy")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    # Budget.  A step is one agent decision of one slot (model.md §4 "total_agents" counts
+    # envs x slots), so a self-play epoch is num_envs * 2 * horizon steps.
+    total_timesteps: int = 100_000_000
+    num_envs: int = 2048            # parallel games; x2 slots = 4096 agents in self-play
+    horizon: int = 64               # BPTT segment length
+    minibatch_size: int = 8192      # steps (128 segments of 64)
+    replay_ratio: float = 1.0       # trained steps replayed per epoch / trained steps collected
+    # Optimiser: Muon with cosine-annealed learning rate, no weight decay.
+    learning_rate: float = 0.015
+    anneal_lr: bool = True          # cosine from learning_rate to 0 over the run
+    muon_momentum: float = 0.95
+    max_grad_norm: float = 1.5
+    # Advantages: GAE generalised with V-trace clips; rewards clamped to [-1, 1].
+    gamma: float = 0.98
+    gae_lambda: float = 0.90
+    vtrace_rho_clip: float = 1.0
+    vtrace_c_clip: float = 1.0
+    # PPO losses.
+    clip_coef: float = 0.2
+    vf_clip_coef: float = 0.2
+    vf_coef: float = 2.0
+    ent_coef: float = 0.0001        # low: the mask already enforces legality
+    # Prioritised segment replay: P(segment) ~ (sum |advantage|)^alpha, importance weight
+    # exponent annealed from beta0 toward 1.
+    prio_alpha: float = 0.8
+    prio_beta0: float = 0.2
+    # Environment.
+    selfplay: bool = True
+    side: int = 0                   # slot 0's side: 0 random per game, 1 Guerrilla, 2 COIN
+    opponent: str = "greedy"        # bot mode only: random | greedy | mcts
+    mcts_iterations: int = 256
+    mcts_exploration: float = 0.7
+    mcts_rollout: str = "greedy"
+    max_episode_length: int = 256
+    # Self-play opponents: this fraction of envs plays a frozen snapshot from the pool; the
+    # snapshots are spread over `frozen_banks` banks (logged as hist_*_bank_i).
+    historical_fraction: float = 0.2
+    pool_size: int = 100
+    frozen_banks: int = 8
+    train_slot_1: bool = False      # also learn from slot 1 where it is the current policy
+    # Outputs.
+    layout: str = "5c"              # checkpoint layout: 5c | 5c-bias | legacy (bias layouts train biases)
+    checkpoint_interval: int = 20   # epochs between checkpoints, pool snapshots and resume states
+    eval_interval: int = 0          # epochs between evaluations against greedy (0: never)
+    eval_games: int = 200           # games per side in each evaluation
+    seed: int = 42
+    max_epochs: int = 0             # stop (without final.bin) after this many epochs; 0 = no limit
+
+    @property
+    def num_slots(self) -> int:
+        return 2 if self.selfplay else 1
+
+    @property
+    def num_agents(self) -> int:
+        return self.num_envs * self.num_slots
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.num_agents * self.horizon
+
+    @property
+    def total_epochs(self) -> int:
+        return max(1, self.total_timesteps // self.steps_per_epoch)
+
+    @property
+    def num_historical_envs(self) -> int:
+        return round(self.historical_fraction * self.num_envs) if self.selfplay else 0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+_FIELDS = {f.name: f for f in fields(TrainConfig)}
+
+
+def _check(name: str, value, where: str):
+    """The value converted to the field's type, or UserError naming the key."""
+    kind = _FIELDS[name].type
+    bad = f"{where}: '{name}' must be"
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise UserError(f"{bad} true or false, got {value!r}")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            # YAML reads 1e8 as a float; accept it when it is a whole number.
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise UserError(f"{bad} an integer, got {value!r}")
+        return value
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise UserError(f"{bad} a number, got {value!r}")
+        return float(value)
+    if not isinstance(value, str):
+        raise UserError(f"{bad} a string, got {value!r}")
+    return value
+
+
+_POSITIVE = ("total_timesteps", "num_envs", "horizon", "minibatch_size", "replay_ratio", "learning_rate",
+             "max_grad_norm", "gamma", "vtrace_rho_clip", "vtrace_c_clip", "mcts_iterations",
+             "max_episode_length", "pool_size", "frozen_banks", "checkpoint_interval", "eval_games")
+_NON_NEGATIVE = ("clip_coef", "vf_clip_coef", "vf_coef", "ent_coef", "prio_alpha", "mcts_exploration",
+                 "eval_interval", "seed", "max_epochs", "gae_lambda", "prio_beta0")
+_UNIT = ("muon_momentum", "gamma", "gae_lambda", "historical_fraction", "prio_beta0")
+_CHOICES = {"layout": LAYOUTS, "opponent": OPPONENTS, "mcts_rollout": MCTS_ROLLOUTS}
+
+
+def make_config(settings: dict, where: str = "run config") -> TrainConfig:
+    """A TrainConfig from a mapping of overrides; UserError naming any unknown key or bad value."""
+    if not isinstance(settings, dict):
+        raise UserError(f"{where} must be a mapping of training settings, got {type(settings).__name__}")
+    values = {}
+    for name, value in settings.items():
+        if name not in _FIELDS:
+            raise UserError(f"{where}: unknown setting '{name}' (known: {', '.join(_FIELDS)})")
+        values[name] = _check(name, value, where)
+    config = TrainConfig(**values)
+    for name in _POSITIVE:
+        if getattr(config, name) <= 0:
+            raise UserError(f"{where}: '{name}' must be positive, got {getattr(config, name)!r}")
+    for name in _NON_NEGATIVE:
+        if getattr(config, name) < 0:
+            raise UserError(f"{where}: '{name}' must not be negative, got {getattr(config, name)!r}")
+    for name in _UNIT:
+        if not 0 <= getattr(config, name) <= 1:
+            raise UserError(f"{where}: '{name}' must lie in [0, 1], got {getattr(config, name)!r}")
+    for name, choices in _CHOICES.items():
+        if getattr(config, name) not in choices:
+            raise UserError(f"{where}: '{name}' must be one of {', '.join(choices)}, got {getattr(config, name)!r}")
+    if config.side not in (0, 1, 2):
+        raise UserError(f"{where}: 'side' must be 0 (random), 1 (Guerrilla) or 2 (COIN), got {config.side!r}")
+    if config.seed >= 2**32:
+        raise UserError(f"{where}: 'seed' must be below 2^32, got {config.seed}")
+    if config.minibatch_size % config.horizon:
+        raise UserError(f"{where}: 'minibatch_size' ({config.minibatch_size}) must be a multiple of "
+                        f"'horizon' ({config.horizon}): minibatches are whole segments")
+    if config.selfplay and config.historical_fraction > 0 and config.num_historical_envs == 0:
+        raise UserError(f"{where}: 'historical_fraction' {config.historical_fraction} of {config.num_envs} envs "
+                        f"rounds to no env; raise num_envs or set the fraction to 0")
+    if config.steps_per_epoch > config.total_timesteps:
+        raise UserError(f"{where}: 'total_timesteps' ({config.total_timesteps}) is below one epoch "
+                        f"({config.steps_per_epoch} steps = num_envs x slots x horizon)")
+    return config
+
+
+def load_run_config(path, run: str) -> TrainConfig:
+    """The settings of `run` from the `runs:` mapping of the pipeline YAML at `path`."""
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UserError(f"cannot read config {path}: {error.strerror or error}") from None
+    except yaml.YAMLError as error:
+        raise UserError(f"config {path} is not valid YAML: {str(error).splitlines()[0]}") from None
+    runs = document.get("runs") if isinstance(document, dict) else None
+    if not isinstance(runs, dict):
+        raise UserError(f"config {path} has no 'runs:' mapping")
+    if run not in runs:
+        known = ", ".join(map(str, runs)) or "none"
+        raise UserError(f"config {path} has no run '{run}' (runs: {known})")
+    return make_config(runs[run] or {}, where=f"{path} runs.{run}")

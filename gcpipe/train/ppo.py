@@ -1,0 +1,277 @@
+"""PPO over the batched C environments, read top to bottom: sampling, advantages, the
+rollout of one epoch, the update.  Follows the reference trainer (model.md §4).
+
+Rows.  The env buffers are [num_envs, slots, ...]; flattened, row n*slots + s is slot s of env n.
+Each row carries its own recurrent state, stepped every tick (in self-play the waiting slot's
+only legal action is the pass, so both slots' states see every position: "standard 5c"), and
+zeroed when its game ends.  Slot 1 of the last `num_historical_envs` envs is played by frozen
+snapshots from the opponent pool; every other row by the current policy.  The trained rows are
+slot 0 of every env, plus slot 1 of the current-policy envs when `train_slot_1` is set.
+
+A segment is one trained row over the `horizon` ticks of an epoch; it starts from the recurrent
+state the row had when the epoch began.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from gcpipe.engine.vecenv import VecEnv
+from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.train.config import TrainConfig
+from gcpipe.train.muon import Muon
+from gcpipe.train.pool import OpponentPool
+
+ILLEGAL_LOGIT = -1e4   # model.md §3: finite, so log-probs and entropy stay finite
+
+
+def masked_logits(logits: Tensor, mask: Tensor) -> Tensor:
+    return logits.masked_fill(mask == 0, ILLEGAL_LOGIT)
+
+
+def sample_actions(logits: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Actions drawn from softmax(logits) by inverse CDF on one uniform per row, and their log-probs."""
+    log_probs = torch.log_softmax(logits, dim=-1)
+    cdf = torch.cumsum(log_probs.exp(), dim=-1)
+    u = torch.rand(logits.shape[0], 1, generator=generator) * cdf[:, -1:]
+    actions = (cdf < u).sum(dim=-1).clamp_max_(logits.shape[-1] - 1)
+    return actions, log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+
+
+def vtrace_gae(rewards: Tensor, values: Tensor, terminals: Tensor, bootstrap: Tensor, ratios: Tensor,
+               gamma: float, lam: float, rho_clip: float, c_clip: float) -> Tensor:
+    """GAE generalised with V-trace clips, per segment.  All [B, T] except bootstrap [B] (the value
+    after the last step).  rewards[t] and terminals[t] follow action t; a terminal step does not
+    bootstrap.  With ratios 1 (on-policy) this is plain GAE(gamma, lambda):
+        delta_t = min(rho_clip, r_t) * (reward_t + gamma (1 - d_t) V_{t+1} - V_t)
+        A_t     = delta_t + gamma lambda min(c_clip, r_t) (1 - d_t) A_{t+1}"""
+    horizon = rewards.shape[1]
+    advantages = torch.empty_like(values)
+    rho = ratios.clamp(max=rho_clip)
+    c = ratios.clamp(max=c_clip)
+    not_done = 1.0 - terminals
+    next_value, next_advantage = bootstrap, torch.zeros_like(bootstrap)
+    for t in reversed(range(horizon)):
+        delta = rho[:, t] * (rewards[:, t] + gamma * not_done[:, t] * next_value - values[:, t])
+        next_advantage = delta + gamma * lam * c[:, t] * not_done[:, t] * next_advantage
+        advantages[:, t] = next_advantage
+        next_value = values[:, t]
+    return advantages
+
+
+def cosine_lr(config: TrainConfig, epoch: int) -> float:
+    if not config.anneal_lr:
+        return config.learning_rate
+    return config.learning_rate * 0.5 * (1.0 + math.cos(math.pi * epoch / config.total_epochs))
+
+
+def make_policy(config: TrainConfig, generator: torch.Generator | None = None) -> MinGRUPolicy:
+    return MinGRUPolicy(bias=config.layout != "5c", generator=generator)
+
+
+class PPO:
+    """The policy, its optimiser, the environments, the opponent pool and the epoch buffers."""
+
+    def __init__(self, config: TrainConfig):
+        self.config = c = config
+        self.generator = torch.Generator().manual_seed(c.seed)     # init, sampling, minibatches
+        self.policy = make_policy(c, self.generator)
+        self.optimizer = Muon(self.policy.parameters(), lr=c.learning_rate, momentum=c.muon_momentum)
+        self.epoch = 0
+        self.global_step = 0
+
+        self.env = VecEnv(c.num_envs, selfplay=c.selfplay, side=c.side, opponent=c.opponent,
+                          mcts_iterations=c.mcts_iterations, mcts_exploration=c.mcts_exploration,
+                          mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed)
+        self.env.reset()
+        slots = self.env.num_slots
+        num_rows = c.num_envs * slots
+        # Zero-copy torch views of the env buffers, flattened to rows.
+        self.obs = torch.from_numpy(self.env.observations).view(num_rows, -1)
+        self.masks = torch.from_numpy(self.env.action_masks).view(num_rows, -1)
+        self.actions = torch.from_numpy(self.env.actions).view(num_rows)
+        self.rewards = torch.from_numpy(self.env.rewards).view(num_rows)
+        self.terminals = torch.from_numpy(self.env.terminals).view(num_rows)
+
+        # Which rows play what.
+        first_historical = c.num_envs - c.num_historical_envs
+        self.historical_rows = torch.arange(first_historical, c.num_envs) * slots + 1
+        is_current = torch.ones(num_rows, dtype=torch.bool)
+        is_current[self.historical_rows] = False
+        is_trained = torch.zeros(num_rows, dtype=torch.bool)
+        is_trained[0::slots] = True
+        if c.train_slot_1 and c.selfplay:
+            is_trained |= is_current
+        self.current_rows = torch.nonzero(is_current).view(-1)
+        self.trained_rows = torch.nonzero(is_trained).view(-1)
+        # Positions of the trained rows inside the current-policy batch.
+        self.trained_in_current = torch.searchsorted(self.current_rows, self.trained_rows)
+        self.all_current = bool(is_current.all())
+        self.all_trained = bool(is_trained.all())
+
+        self.pool = None
+        if c.num_historical_envs:
+            self.env.opponent_tags[first_historical:] = 1 + np.arange(c.num_historical_envs) % min(
+                c.frozen_banks, c.num_historical_envs)
+            self.pool = OpponentPool(c.pool_size, c.num_historical_envs, c.frozen_banks, c.seed,
+                                     lambda: make_policy(c))
+            self.pool.add(0, self.policy)
+        self.first_historical = first_historical
+
+        self.state = self.policy.initial_state(num_rows)    # recurrent state of every row
+
+        # Epoch buffers, segment-major [rows, horizon, ...].
+        rows, horizon = len(self.trained_rows), c.horizon
+        self.buf_obs = torch.zeros(rows, horizon, self.obs.shape[1], dtype=torch.uint8)
+        self.buf_masks = torch.zeros(rows, horizon, self.masks.shape[1], dtype=torch.uint8)
+        self.buf_actions = torch.zeros(rows, horizon, dtype=torch.int64)
+        self.buf_logprobs = torch.zeros(rows, horizon)
+        self.buf_values = torch.zeros(rows, horizon)
+        self.buf_rewards = torch.zeros(rows, horizon)
+        self.buf_terminals = torch.zeros(rows, horizon)
+        self.buf_starts = torch.zeros(rows, horizon, dtype=torch.bool)
+        self.buf_initial_state = torch.zeros(self.policy.layers, rows, self.policy.hidden)
+        self.buf_bootstrap = torch.zeros(rows)
+
+    # ---------------------------------------------------------------- rollout
+    @torch.inference_mode()
+    def collect(self) -> None:
+        """Plays one epoch (horizon ticks of every env) and fills the buffers."""
+        c = self.config
+        self.buf_initial_state.copy_(self.state[:, self.trained_rows])
+        for t in range(c.horizon):
+            # Current policy: one forward over all of its rows, both slots at once.
+            rows = None if self.all_current else self.current_rows
+            obs = self.obs if rows is None else self.obs[rows]
+            mask = self.masks if rows is None else self.masks[rows]
+            state = self.state if rows is None else self.state[:, rows]
+            logits, values, state = self.policy.step(obs, state)
+            actions, logprobs = sample_actions(masked_logits(logits, mask), self.generator)
+            if rows is None:
+                self.state = state
+                self.actions.copy_(actions)
+            else:
+                self.state[:, rows] = state
+                self.actions[rows] = actions.to(torch.int32)
+            pick = None if self.all_trained and rows is None else self.trained_in_current
+            take = (lambda x: x) if pick is None else (lambda x: x[pick])
+            self.buf_obs[:, t] = take(obs)
+            self.buf_masks[:, t] = take(mask)
+            self.buf_actions[:, t] = take(actions)
+            self.buf_logprobs[:, t] = take(logprobs)
+            self.buf_values[:, t] = take(values)
+
+            # Frozen opponents: one forward per snapshot in use.
+            if self.pool is not None:
+                for model, envs in self.pool.groups():
+                    rows_h = self.historical_rows[torch.from_numpy(envs)]
+                    logits, _, state = model.step(self.obs[rows_h], self.state[:, rows_h])
+                    self.state[:, rows_h] = state
+                    self.actions[rows_h] = sample_actions(masked_logits(logits, self.masks[rows_h]),
+                                                          self.generator)[0].to(torch.int32)
+
+            self.env.step()
+
+            rewards = self.rewards.clamp(-1.0, 1.0)
+            done = self.terminals.to(torch.float32)
+            self.buf_rewards[:, t] = rewards[self.trained_rows]
+            self.buf_terminals[:, t] = done[self.trained_rows]
+            if t + 1 < c.horizon:
+                self.buf_starts[:, t + 1] = self.buf_terminals[:, t] > 0
+            # A finished game's rows start the next game from a zero state.
+            self.state.mul_(1.0 - done.view(1, -1, 1))
+            if self.pool is not None:
+                ended = np.flatnonzero(self.env.terminals[self.first_historical:, 0])
+                if len(ended):
+                    self.pool.episodes_ended(ended)
+
+        # The value after the last step, for the segments' bootstrap.
+        obs = self.obs[self.trained_rows]
+        self.buf_bootstrap.copy_(self.policy.step(obs, self.state[:, self.trained_rows])[1])
+        self.global_step += c.steps_per_epoch
+
+    # ---------------------------------------------------------------- update
+    def update(self) -> dict[str, float]:
+        """PPO epochs over prioritised minibatches of segments; returns the mean losses."""
+        c = self.config
+        lr = cosine_lr(c, self.epoch)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        segments, horizon = self.buf_values.shape
+        mb_segments = min(segments, c.minibatch_size // horizon)
+        num_minibatches = max(1, round(c.replay_ratio * segments / mb_segments))
+        beta = c.prio_beta0 + (1.0 - c.prio_beta0) * c.prio_alpha * self.epoch / c.total_epochs
+        gae = dict(gamma=c.gamma, lam=c.gae_lambda, rho_clip=c.vtrace_rho_clip, c_clip=c.vtrace_c_clip)
+        ratios = torch.ones_like(self.buf_values)
+        values = self.buf_values.clone()      # refreshed with each minibatch's new values
+        returns = vtrace_gae(self.buf_rewards, values, self.buf_terminals, self.buf_bootstrap, ratios, **gae) + values
+        explained_variance = 1.0 - float((returns - values).var() / returns.var().clamp_min(1e-8))
+
+        totals = dict.fromkeys(("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"), 0.0)
+        self.policy.train()
+        for _ in range(num_minibatches):
+            # Advantages under the latest values and ratios (V-trace corrects the stale ones).
+            advantages = vtrace_gae(self.buf_rewards, values, self.buf_terminals, self.buf_bootstrap, ratios, **gae)
+            priority = advantages.abs().sum(dim=1).pow(c.prio_alpha).nan_to_num(0.0, 0.0, 0.0)
+            probs = (priority + 1e-6) / (priority.sum() + 1e-6)
+            idx = torch.multinomial(probs, mb_segments, replacement=False, generator=self.generator)
+            weights = (segments * probs[idx, None]).pow(-beta)
+
+            mb_values = values[idx]
+            mb_returns = advantages[idx] + mb_values
+            mb_adv = advantages[idx]
+            mb_adv = weights * (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+
+            logits, new_values, _ = self.policy.forward_sequence(
+                self.buf_obs[idx], self.buf_initial_state[:, idx], self.buf_starts[idx])
+            log_probs = torch.log_softmax(masked_logits(logits, self.buf_masks[idx]), dim=-1)
+            new_logprobs = log_probs.gather(-1, self.buf_actions[idx].unsqueeze(-1)).squeeze(-1)
+            entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+            log_ratio = new_logprobs - self.buf_logprobs[idx]
+            ratio = log_ratio.exp()
+
+            policy_loss = torch.max(-mb_adv * ratio,
+                                    -mb_adv * ratio.clamp(1 - c.clip_coef, 1 + c.clip_coef)).mean()
+            clipped_values = mb_values + (new_values - mb_values).clamp(-c.vf_clip_coef, c.vf_clip_coef)
+            value_loss = 0.5 * torch.max((new_values - mb_returns) ** 2, (clipped_values - mb_returns) ** 2).mean()
+            loss = policy_loss + c.vf_coef * value_loss - c.ent_coef * entropy
+
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
+            self.optimizer.step()
+
+            with torch.no_grad():
+                ratios[idx] = ratio.detach()
+                values[idx] = new_values.detach()
+                totals["policy_loss"] += float(policy_loss)
+                totals["value_loss"] += float(value_loss)
+                totals["entropy"] += float(entropy)
+                totals["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
+                totals["clip_fraction"] += float(((ratio - 1).abs() > c.clip_coef).float().mean())
+        self.policy.eval()
+        self.epoch += 1
+        out = {k: v / num_minibatches for k, v in totals.items()}
+        out.update(explained_variance=explained_variance, learning_rate=lr)
+        return out
+
+    # ---------------------------------------------------------------- resume
+    def state_dict(self) -> dict:
+        return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(), "epoch": self.epoch, "global_step": self.global_step,
+                "recurrent_state": self.state.clone(), "env": self.env.get_state(),
+                "pool": None if self.pool is None else self.pool.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.epoch, self.global_step = state["epoch"], state["global_step"]
+        self.state = state["recurrent_state"].clone()
+        self.env.set_state(state["env"])
+        if self.pool is not None:
+            self.pool.load_state_dict(state["pool"])
