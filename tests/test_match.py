@@ -197,6 +197,18 @@ def _match_command(out: Path, workers: int) -> list[str]:
             "--out", str(out), "--quiet"]
 
 
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie lingers where nothing reaps it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def test_resume_after_kill_is_byte_identical(tmp_path):
     reference = tmp_path / "reference" / "cell.jsonl"
     subprocess.run(_match_command(reference, 1), check=True, capture_output=True)
@@ -210,8 +222,18 @@ def test_resume_after_kill_is_byte_identical(tmp_path):
         while not (resumed.exists() and resumed.read_bytes().count(b"\n") >= 4):
             assert process.poll() is None and time.monotonic() < deadline, "the match ended before it was killed"
             time.sleep(0.005)
+        workers = _children(process.pid)
+        os.kill(process.pid, signal.SIGKILL)     # the match process only: its workers must follow it
+        process.wait()
+        deadline = time.monotonic() + 10
+        while any(map(_running, workers)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(workers) == 2 and not any(map(_running, workers))
     finally:
-        os.killpg(process.pid, signal.SIGKILL)   # the match and its workers
+        try:
+            os.killpg(process.pid, signal.SIGKILL)   # whatever is left of this test's process group
+        except ProcessLookupError:
+            pass
         process.wait()
     killed_at = resumed.read_bytes().count(b"\n")
     assert 4 <= killed_at < 30

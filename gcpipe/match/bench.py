@@ -3,11 +3,12 @@
 (a) Network vs network: two randomly initialised standard-5c (H=128, full-turn) checkpoints,
     one cell of `games` games with `workers` worker processes.
 (b) MCTS vs Greedy: `mcts:ITERATIONS` as Guerrilla against greedy, at 1 and at `workers` workers.
-Every figure is the wall time of run_match (worker start-up, inference, ledger writes and the
-summary included), not of the Python start-up and torch import before it.
+Figures are the wall and CPU time of run_match (worker start-up, inference, ledger writes and
+the summary included), not of the Python start-up and torch import before it.
 """
 from __future__ import annotations
 
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -19,12 +20,22 @@ from gcpipe.match.runner import run_match
 
 def _timed_cell(book: PlayerBook, guerrilla: str, coin: str, games: int, workers: int, folder: Path) -> dict:
     g, c = book.field([guerrilla, coin])
+    cpu_before = _cpu_seconds()
     start = time.perf_counter()
     result = run_match(g, c, games, out=folder / f"{g.name}__{c.name}__w{workers}.jsonl", workers=workers,
                        progress=False)
     seconds = time.perf_counter() - start
+    cpu = _cpu_seconds() - cpu_before
     return {"games": games, "workers": workers, "seconds": round(seconds, 3),
-            "games_per_s": round(games / seconds, 2), "guerrilla_wins": result.summary["guerrilla_wins"]}
+            "games_per_s": round(games / seconds, 2), "cpu_seconds": round(cpu, 3),
+            "games_per_cpu_s": round(games / cpu, 2), "guerrilla_wins": result.summary["guerrilla_wins"]}
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the pool's workers once it closes):
+    on a shared machine this, not the wall clock, tells what the runner itself costs."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def bench_match(games: int = 1000, workers: int = 2, mcts_games: int = 8, mcts_iterations: int = 2000,

@@ -167,12 +167,26 @@ def _network(player: Player):
 _worker_cell: CellPlayer | None = None
 
 
-def _init_worker(guerrilla: Player, coin: Player, slots: int) -> None:
+def _init_worker(guerrilla: Player, coin: Player, slots: int, parent_pid: int) -> None:
     global _worker_cell
+    _die_with_parent(parent_pid)
     if guerrilla.is_net or coin.is_net:
         import torch
         torch.set_num_threads(1)   # one core per worker; the pool supplies the parallelism
     _worker_cell = CellPlayer(guerrilla, coin, slots)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """A killed match (kill -9 included) takes its workers with it, instead of leaving them to
+    finish their tasks as orphans next to the resumed run."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent_pid:   # the parent died before prctl took effect
+        os._exit(1)
 
 
 def _play_chunk(task):
@@ -211,7 +225,7 @@ def _results(guerrilla, coin, games, workers):
     # fork: workers start in milliseconds and the parent has not run torch yet (it only loaded
     # weights), so its thread pools are not an issue.
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with context.Pool(workers, initializer=_init_worker, initargs=(guerrilla, coin, slots)) as pool:
+    with context.Pool(workers, initializer=_init_worker, initargs=(guerrilla, coin, slots, os.getpid())) as pool:
         yield from pool.imap(_play_chunk, tasks)
 
 
