@@ -128,18 +128,20 @@ def _replay(seed: int, guerrilla, coin) -> Game:
     return game
 
 
-def test_net_vs_greedy_games_replay_from_their_seeds(tmp_path, nets):
-    result = match(f"net:{nets['alpha']}", "greedy", 24, out=tmp_path / "cell.jsonl", workers=1, progress=False)
+@pytest.mark.parametrize("net_side, bot_spec, games", [("guerrilla", "greedy", 24), ("coin", "mcts:20", 6)])
+def test_net_vs_bot_games_replay_from_their_seeds(tmp_path, nets, net_side, bot_spec, games):
+    net_spec = f"net:{nets['alpha']}"
+    specs = (net_spec, bot_spec) if net_side == "guerrilla" else (bot_spec, net_spec)
+    result = match(*specs, games, out=tmp_path / "cell.jsonl", workers=1, progress=False)
     records = read_ledger(result.ledger)
-    assert [r["game"] for r in records] == list(range(24))
-    net = NetworkBot(NetworkPlayer(str(nets["alpha"])))
-    greedy = Bot("greedy")
+    assert [r["game"] for r in records] == list(range(games))
+    net, bot = NetworkBot(NetworkPlayer(str(nets["alpha"]))), Bot(bot_spec)
     for record in records:
         assert record["seed"] == game_seed(0, 1, record["game"])
-        game = _replay(record["seed"], net, greedy)
+        game = _replay(record["seed"], *((net, bot) if net_side == "guerrilla" else (bot, net)))
         assert (["guerrilla", "coin"][game.winner], game.plies, game.end_reason) == \
                (record["winner"], record["plies"], record["end"])
-    assert result.summary["games"] == 24
+    assert result.summary["games"] == games
 
 
 def test_results_do_not_depend_on_slots(nets):
