@@ -185,3 +185,38 @@ def plot_training_curves(metrics: str = typer.Argument(..., metavar="METRICS_CSV
     from gcpipe.report import plot_training
 
     typer.echo(str(plot_training(metrics, out, title)))
+
+
+ckpt_app = typer.Typer(no_args_is_help=True, help="Inspect and convert checkpoint files (.bin).")
+app.add_typer(ckpt_app, name="ckpt")
+
+
+@ckpt_app.command("info")
+def ckpt_info(path: Path = typer.Argument(..., metavar="FILE", help="A checkpoint file.")):
+    """Layout, size, SHA-256, value head and each tensor's shape and L2 norm."""
+    from gcpipe.nn.checkpoint import describe
+
+    info = describe(path)
+    typer.echo(f"file: {info['path']}\nlayout: {info['layout']}\nbytes: {info['bytes']}\nsha256: {info['sha256']}\n"
+               f"value head: {'yes' if info['value_head'] else 'no'}\n"
+               f"recurrence: {'full-turn' if info['full_turn'] else 'actor-only'}")
+    for tensor in info["tensors"]:
+        shape = "x".join(map(str, tensor["shape"]))
+        typer.echo(f"  {tensor['name']:<7} {shape:>9}  norm {tensor['norm']:.6g}")
+
+
+@ckpt_app.command("convert")
+def ckpt_convert(source: Path = typer.Argument(..., metavar="IN", help="The checkpoint to read."),
+                 target: Path = typer.Argument(..., metavar="OUT", help="The file to write (not IN)."),
+                 layout: str = typer.Option(..., "--layout", help="legacy, 5c or 5c-bias.")):
+    """Rewrite a checkpoint in another layout (atomic write; never over IN)."""
+    import warnings
+
+    from gcpipe.nn.checkpoint import convert
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        written = convert(source, target, layout)
+    for warning in caught:
+        typer.echo(f"gcpipe: warning: {warning.message}", err=True)
+    typer.echo(f"{target}: layout {written.layout}, {written.size} bytes, sha256 {written.sha256}")
