@@ -96,6 +96,18 @@ def test_wrong_size_and_sha_mismatch(tmp_path, nets):
         player_from_config("p", {"kind": "net", "path": str(nets["alpha"]), "sha256": "0" * 64})
 
 
+def test_net_player_of_a_training_run(tmp_path, nets, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="does not exist"):
+        player_from_config("base", {"kind": "net", "run": "r1"})
+    (tmp_path / "results" / "runs" / "r1").mkdir(parents=True)
+    (tmp_path / "results" / "runs" / "r1" / "final.bin").write_bytes(nets["alpha"].read_bytes())
+    player = player_from_config("base", {"kind": "net", "run": "r1", "full_turn": False})
+    assert player.identity == {"kind": "net", "path": "results/runs/r1/final.bin",
+                               "sha256": parse_spec(f"net:{nets['alpha']}").sha256, "layout": "5c",
+                               "full_turn": False}
+
+
 def test_roster_positions_of_a_field():
     book = PlayerBook({"random": {"kind": "random"}, "greedy": {"kind": "greedy"},
                        "mcts2k": {"kind": "mcts", "iterations": 2000, "roster": 3}})

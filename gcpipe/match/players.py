@@ -24,7 +24,6 @@ from gcpipe.engine.bots import MCTS_DEFAULT_EXPLORATION, MCTS_DEFAULT_ROLLOUT, B
 from gcpipe.errors import UserError
 
 KINDS = ("random", "greedy", "mcts", "net")
-RUNS_DIR = Path("results") / "runs"
 # Names end up in file names (G__C.jsonl), so "__" (the cell separator) and path characters are out.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]*(_[A-Za-z0-9.\-]+)*$")
 _CONFIG_KEYS = {
@@ -109,7 +108,9 @@ def player_from_config(name: str, entry) -> Player:
     if "run" in entry:
         if not isinstance(entry["run"], str) or not _NAME.match(entry["run"]):
             raise UserError(f"config player {name}: run must be a run name, got {entry['run']!r}")
-        path = RUNS_DIR / entry["run"] / "final.bin"
+        from gcpipe.config import net_checkpoint
+
+        path = net_checkpoint(entry)
     else:
         if not isinstance(entry["path"], str) or not entry["path"]:
             raise UserError(f"config player {name}: path must be a file path, got {entry['path']!r}")
@@ -136,10 +137,6 @@ class PlayerBook:
         from gcpipe.config import load_config
 
         return cls(load_config(path)["players"])
-
-    @property
-    def config_names(self) -> list[str]:
-        return list(self._entries)
 
     def resolve(self, spec: str) -> Player:
         """A config player by name, or a short spec (see the module doc)."""
