@@ -187,6 +187,79 @@ def plot_training_curves(metrics: str = typer.Argument(..., metavar="METRICS_CSV
     typer.echo(str(plot_training(metrics, out, title)))
 
 
+bench_app = typer.Typer(no_args_is_help=True, help="Speed measurements (numbers to report, never asserted in tests).")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("mcts")
+def bench_mcts(iterations: int = typer.Option(2000, help="Iterations per search."),
+               positions: int = typer.Option(8, help="Searches per (phase, rollout) pass."),
+               repeats: int = typer.Option(3, help="Passes; the fastest counts.")):
+    """MCTS iterations/s (one thread) at the opening and mid-game, random and greedy rollouts."""
+    from gcpipe.engine.bench import bench_mcts as run
+
+    for key, value in run(iterations=iterations, positions=positions, repeats=repeats).items():
+        typer.echo(f"{key}: {value:,.0f}")
+
+
+@bench_app.command("engine")
+def bench_engine(random_actions: int = typer.Option(20_000_000, "--random-actions",
+                                                    help="Actions of single-thread random play."),
+                 envs: int = typer.Option(4096, "--envs", help="Environments in the self-play VecEnv."),
+                 steps: int = typer.Option(300, "--steps", help="Timed VecEnv steps."),
+                 seed: int = typer.Option(0, "--seed", help="Seed of the games and the random actions.")):
+    """Rules speed (random play, legal enumeration included) and self-play VecEnv env steps/s."""
+    from gcpipe.engine.bench import bench_engine as run
+
+    for key, value in run(random_actions=random_actions, num_envs=envs, steps=steps, seed=seed).items():
+        typer.echo(f"{key}: {value:,.0f}" if value >= 100 else f"{key}: {value:.3g}")
+
+
+@bench_app.command("net")
+def bench_net(games: int = typer.Option(4096, "--games", help="Concurrent games."),
+              plies: int = typer.Option(300, "--plies", help="Timed plies (after 10 warm-up plies)."),
+              threads: int = typer.Option(2, "--threads", help="torch threads."),
+              full_turn: bool = typer.Option(False, "--full-turn", help="Also step the waiting side's net (5c)."),
+              checkpoint: Path = typer.Option(None, "--checkpoint", help="A .bin to run (default: a random net)."),
+              seed: int = typer.Option(1, "--seed", help="Seed of the games and the random net.")):
+    """Batched network play: observe, H=128 L=2 forward, C sampling and move, game-steps/s."""
+    from gcpipe.nn.bench import bench_net as run
+
+    result = run(games=games, plies=plies, threads=threads, full_turn=full_turn,
+                 checkpoint=None if checkpoint is None else str(checkpoint), seed=seed)
+    for key, value in result.items():
+        typer.echo(f"{key}: {value:,.0f}" if isinstance(value, float) and value >= 100
+                   else f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")
+
+
+@bench_app.command("train")
+def bench_train(envs: int = typer.Option(2048, "--envs", help="Environments (x2 slots in self-play)."),
+                horizon: int = typer.Option(64, "--horizon", help="Ticks per epoch (BPTT length)."),
+                epochs: int = typer.Option(4, "--epochs", help="Timed epochs (after one warm-up epoch)."),
+                threads: int = typer.Option(2, "--threads", help="torch threads."),
+                selfplay: bool = typer.Option(True, "--selfplay/--bot", help="Self-play (2 slots) or bot mode."),
+                train_slot_1: bool = typer.Option(False, "--train-slot-1", help="Also learn from slot 1.")):
+    """PPO end to end: agent steps/s of whole epochs (rollout + update) and of each phase."""
+    from gcpipe.train.bench import bench_train as run
+
+    for key, value in run(num_envs=envs, horizon=horizon, epochs=epochs, threads=threads, selfplay=selfplay,
+                          train_slot_1=train_slot_1).items():
+        typer.echo(f"{key}: {value:,.0f}" if value >= 100 else f"{key}: {value:.3g}")
+
+
+@bench_app.command("match")
+def bench_match(games: int = typer.Option(1000, "--games", help="Games of the net-vs-net cell."),
+                workers: int = typer.Option(2, "--workers", help="Worker processes."),
+                mcts_games: int = typer.Option(8, "--mcts-games", help="Games of the MCTS-vs-greedy cell (0: skip)."),
+                mcts_iterations: int = typer.Option(2000, "--mcts-iterations", help="MCTS iterations per move.")):
+    """Match runner speed: net vs net (H=128, full-turn) and MCTS vs greedy at 1 and N workers."""
+    import json
+
+    from gcpipe.match.bench import bench_match as run
+
+    typer.echo(json.dumps(run(games, workers, mcts_games, mcts_iterations), indent=2))
+
+
 ckpt_app = typer.Typer(no_args_is_help=True, help="Inspect and convert checkpoint files (.bin).")
 app.add_typer(ckpt_app, name="ckpt")
 
