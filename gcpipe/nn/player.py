@@ -43,7 +43,6 @@ class NetworkPlayer:
             self._dec_w = model.decoder.weight.detach().float()[:NUM_ACTIONS].t().contiguous()
             self._dec_b = None if model.decoder.bias is None else model.decoder.bias.detach().float()[:NUM_ACTIONS].clone()
         self._state: torch.Tensor | None = None
-        self._buffers_for = 0
 
     @property
     def n_slots(self) -> int:
@@ -62,7 +61,7 @@ class NetworkPlayer:
 
     def state(self, slots: np.ndarray) -> np.ndarray:
         """A copy of the states [L, k, H] of `slots`."""
-        return self._state[:, self._slot_tensor(slots)].numpy().copy()
+        return self._state[:, self._slot_tensor(slots)].numpy()   # advanced indexing copies
 
     def forward(self, slots: np.ndarray, obs: np.ndarray) -> np.ndarray:
         """Advances the states of `slots` by one step on observations obs [k,120] (uint8) and returns
