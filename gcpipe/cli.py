@@ -293,3 +293,16 @@ def ckpt_convert(source: Path = typer.Argument(..., metavar="IN", help="The chec
     for warning in caught:
         typer.echo(f"gcpipe: warning: {warning.message}", err=True)
     typer.echo(f"{target}: layout {written.layout}, {written.size} bytes, sha256 {written.sha256}")
+
+
+@app.command()
+def play(side: str = typer.Option("guerrilla", "--side", help="The side you play: guerrilla or coin."),
+         opponent: str = typer.Option("greedy", "--opponent",
+                                      help="random, greedy, mcts:N, net:FILE.bin, or a player of --config."),
+         seed: int = typer.Option(1, "--seed", help="The game's generator seed (the opponent's draws)."),
+         config: Path = typer.Option(None, "--config", help="Pipeline config whose players can be named.")):
+    """Play a game in the terminal against a bot or a network (moves like d4-d5 or D3-C4)."""
+    from gcpipe.play import play as run
+
+    run(side, opponent, seed=seed, config=config)
+

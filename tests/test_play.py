@@ -1,0 +1,61 @@
+"""`gcpipe play`: a scripted person against bots; bad input re-prompts with the reason."""
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from gcpipe.cli import app
+from gcpipe.engine import Game
+from gcpipe.errors import UserError
+from gcpipe.play import play, scripted
+
+
+def first_hinted_move_player():
+    """A person who always plays the first move of the latest hint, after one bad entry per turn."""
+    lines: list[str] = []
+    tried_bad = set()
+
+    def write(text: str) -> None:
+        lines.append(text)
+
+    def read_line(prompt: str) -> str:
+        hint = next(line for line in reversed(lines) if "legal moves" in line)
+        turn = len([line for line in lines if line.startswith(("you:",))])
+        if turn not in tried_bad:
+            tried_bad.add(turn)
+            return "h9-h8"
+        return re.search(r"(?:\): |e\.g\. )(\S+)", hint).group(1)
+
+    return read_line, write, lines
+
+
+@pytest.mark.parametrize("side", ["guerrilla", "coin"])
+def test_a_whole_game_against_random(side):
+    read_line, write, lines = first_hinted_move_player()
+    game = play(side, "random", seed=5, read_line=read_line, write=write)
+    assert game.is_terminal()
+    assert lines[-1] in ("You win!", "random wins.")
+    assert sum("cannot read 'h9-h8'" in line for line in lines) >= 1
+    # the record of moves replays to the same final position
+    replay = Game(5)
+    for line in lines:
+        if line.startswith(("you: ", "random: ")):
+            replay.apply_action(replay.string_to_action(line.split(": ")[1]))
+    assert replay.serialize().split()[1:9] == game.serialize().split()[1:9]
+
+
+def test_illegal_but_readable_move_is_refused_with_the_reason():
+    lines = []
+    game = play("guerrilla", "greedy", read_line=scripted(["d4-d5", "a1-b2", "quit"]), write=lines.append)
+    assert game.plies == 2  # d4-d5 and greedy's reply; then a1-b2 is refused (not neighbours), then quit
+    assert any("orthogonal neighbours" in line for line in lines)
+    assert lines[-1] == "Game abandoned."
+
+
+def test_bad_opponent_and_side_fail_before_the_game():
+    with pytest.raises(UserError):
+        play("guerrilla", "mcts:abc", read_line=scripted([]), write=lambda _: None)
+    with pytest.raises(UserError):
+        play("both", "random", read_line=scripted([]), write=lambda _: None)
+    result = CliRunner().invoke(app, ["play", "--opponent", "net:/nonexistent.bin"])
+    assert result.exit_code == 2 and "nonexistent.bin" in result.output and "Traceback" not in result.output
