@@ -2,7 +2,7 @@
 field (large cells in game-index shards, merged), fit the side-specific Elo table.
 
     snakemake --cores 8 elo_table                      # the default config/config.yaml
-    snakemake --cores 2 --configfile config/smoke.yaml  # the tiny CI field
+    snakemake --cores 2 all --configfile config/smoke.yaml  # the tiny CI field
     snakemake --report results/report.html              # after a run: tables, plots, curves
 
 Each rule runs one `gcpipe` subcommand. Every job reads the resolved config (defaults filled
@@ -10,6 +10,9 @@ in) from results/config.yaml; each rule's `params` carry exactly the settings it
 on, so a config change reruns only the jobs it concerns.
 """
 import json
+import os
+import sys
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
@@ -20,17 +23,32 @@ from gcpipe.engine.build import CSRC
 from gcpipe.errors import UserError
 
 
-# Found beside this Snakefile, so `--directory` can put results/ anywhere.
-configfile: f"{workflow.basedir}/config/config.yaml"
+# The default config sits beside this Snakefile (so `--directory` can put results/ anywhere).
+# A --configfile replaces it rather than being merged into it (Snakemake's default), so no
+# player or run of the default leaks into another field.
+if not workflow.overwrite_configfiles:
+
+    configfile: f"{workflow.basedir}/config/config.yaml"
+
+
+envvars:
+    "PATH",
+
+
+# Jobs run the `gcpipe` installed beside the Python running this workflow (the project's
+# venv) even when that venv is not activated; under --use-conda the env's own comes first.
+if (Path(sys.executable).parent / "gcpipe").exists():
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 report: "report/workflow.rst"
 
 
 # Bad config or inputs stop the workflow here, before the DAG is built or any job starts.
+CONFIG_SOURCE = ", ".join(map(str, workflow.overwrite_configfiles or workflow.configfiles)) or "--config"
 try:
-    validate_config(config, source=", ".join(map(str, workflow.overwrite_configfiles or workflow.configfiles)))
-    check_pipeline(config, RESULTS)
+    validate_config(config, source=CONFIG_SOURCE)
+    check_pipeline(config, RESULTS, source=CONFIG_SOURCE)
 except UserError as error:
     raise WorkflowError(f"gcpipe: error: {error}") from None
 
@@ -122,8 +140,9 @@ rule train:
     input:
         BUILD,
     output:
-        final="results/runs/{run}/final.bin",
-        metrics="results/runs/{run}/metrics.csv",
+        # Only final.bin: metrics.csv, checkpoints/ and state.pt stay when a job fails, so a
+        # killed run can be continued by hand (`gcpipe train RUN --config results/config.yaml --resume`).
+        "results/runs/{run}/final.bin",
     params:
         settings=lambda wildcards: json.dumps(config["runs"][wildcards.run], sort_keys=True),
         config=CONFIG,
@@ -138,7 +157,7 @@ rule train:
         mem_mb=8000,
         runtime=240,
     shell:
-        "gcpipe train {wildcards.run} --config {params.config} --out results/runs/{wildcards.run} > {log} 2>&1"
+        "gcpipe train {wildcards.run} --config {params.config} --out results/runs/{wildcards.run} --threads {threads} > {log} 2>&1"
 
 
 rule match:
@@ -150,10 +169,9 @@ rule match:
         "results/matches/shards/{guerrilla}__{coin}/{first}-{games}.jsonl",
     params:
         # The players' settings and roster positions fix every game's seed and play.
-        players=lambda wildcards: json.dumps(
-            {name: dict(PLAYERS[name], roster=ROSTER[name]) for name in (wildcards.guerrilla, wildcards.coin)},
-            sort_keys=True,
-        ),
+        players=lambda wildcards: json.dumps([PLAYERS[wildcards.guerrilla], PLAYERS[wildcards.coin]], sort_keys=True),
+        roster_g=lambda wildcards: ROSTER[wildcards.guerrilla],
+        roster_c=lambda wildcards: ROSTER[wildcards.coin],
         config=CONFIG,
     conda:
         SOFTWARE
@@ -167,7 +185,7 @@ rule match:
         runtime=120,
     shell:
         "gcpipe match {wildcards.guerrilla} {wildcards.coin} --config {params.config}"
-        " --first-game {wildcards.first} --games {wildcards.games}"
+        " --first-game {wildcards.first} --games {wildcards.games} --roster-g {params.roster_g} --roster-c {params.roster_c}"
         " --workers {threads} --out {output} > {log} 2>&1"
 
 
@@ -214,7 +232,7 @@ rule elo:
 
 rule report:
     input:
-        "results/runs/{run}/metrics.csv",
+        "results/runs/{run}/final.bin",
     output:
         report(
             "results/runs/{run}/training.png",
@@ -231,7 +249,7 @@ rule report:
         mem_mb=1000,
         runtime=10,
     shell:
-        "gcpipe plot-training {input} --title {wildcards.run} --out {output} > {log} 2>&1"
+        "gcpipe plot-training results/runs/{wildcards.run}/metrics.csv --title {wildcards.run} --out {output} > {log} 2>&1"
 
 
 rule provenance:

@@ -202,15 +202,16 @@ def shards(games: int, shard_size: int) -> list[tuple[int, int]]:
     return [(first, min(shard_size, games - first)) for first in range(0, games, shard_size)]
 
 
-def check_pipeline(config: dict, results=RESULTS) -> None:
+def check_pipeline(config: dict, results=RESULTS, source: str = "config") -> None:
     """What the workflow checks on disk before any job starts: the results folder can be
-    written, every runs' settings produce a final.bin, and checkpoint files named by `path`
-    exist, have a known layout, hold finite weights and match their `sha256`."""
+    written, every run's settings produce a final.bin, and checkpoint files named by `path`
+    exist, have a known layout, hold finite weights and match their `sha256`. `source` names
+    the config file in messages about its keys."""
     _check_writable(Path(results))
     for run, settings in config["runs"].items():
         if settings.get("max_epochs", 0):
-            raise UserError(f"runs.{run}.max_epochs stops training before final.bin is written, "
-                            f"which the pipeline's matches need; set it to 0")
+            raise UserError(f"{source}: runs.{run}.max_epochs stops training before final.bin is "
+                            f"written, which the pipeline's matches need; set it to 0")
     field = config["matches"]["field"]
     if any(config["players"][name]["kind"] == "net" and "path" in config["players"][name]
            for name in field):
@@ -222,7 +223,7 @@ def check_pipeline(config: dict, results=RESULTS) -> None:
                 try:
                     player_from_config(name, player)
                 except UserError as problem:
-                    raise UserError(f"players.{name}: {problem}") from None
+                    raise UserError(f"{source}: players.{name}: {problem}") from None
 
 
 def _check_writable(folder: Path) -> None:

@@ -1,0 +1,442 @@
+"""The workflow layer: config validation (schema + cross-section checks), the schema's agreement
+with the trainer's and match runner's settings, the match plan, provenance and training plots,
+and the Snakefile itself (lint, dry runs of every shipped config, the SLURM profile, bad input
+stopping the DAG). The smoke DAG end to end runs when GCPIPE_SMOKE_DAG=1 (CI sets it)."""
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gcpipe.config import (SCHEMA_PATH, Cell, check_pipeline, load_config, load_schema,
+                           match_plan, roster_positions, shards, validate_config)
+from gcpipe.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "config"
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+needs_snakemake = pytest.mark.skipif(not SNAKEMAKE.exists(), reason="snakemake is not installed")
+
+
+def small_config(**sections):
+    config = {"players": {"random": {"kind": "random"}, "greedy": {"kind": "greedy"}}}
+    config.update(sections)
+    return config
+
+
+# --- config validation -------------------------------------------------------------------
+
+def test_defaults_are_filled_in():
+    config = validate_config(small_config(players={"r": {"kind": "random"},
+                                                    "m": {"kind": "mcts", "roster": 3}}))
+    assert config["players"]["m"] == {"kind": "mcts", "roster": 3, "iterations": 256,
+                                      "exploration": 0.7, "rollout": "greedy"}
+    assert config["matches"] == {"games": 1000, "max_games_with": {}, "shard_size": 1000,
+                                 "field": ["r", "m"]}
+    assert config["elo"] == {"anchor": "mean:1500", "order": ["r", "m"]}
+    assert config["engine"] == {"native": False}
+    assert config["runs"] == {}
+
+
+def test_filled_defaults_are_not_shared_between_configs():
+    first = validate_config(small_config())
+    first["matches"]["max_games_with"]["random"] = 5
+    assert validate_config(small_config())["matches"]["max_games_with"] == {}
+
+
+def test_run_defaults_are_the_trainer_defaults():
+    from gcpipe.train.config import TrainConfig
+
+    config = validate_config(small_config(runs={"r": {"seed": 3}}))
+    assert config["runs"]["r"] == dict(dataclasses.asdict(TrainConfig()), seed=3)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c.pop("players"), "missing key 'players'"),
+    (lambda c: c.update(player={}), "unknown key 'player' (allowed: engine, players, runs, matches, elo)"),
+    (lambda c: c.update(players={}), "players: must not be empty"),
+    (lambda c: c["players"].update(x={"kind": "robot"}),
+     "players.x.kind: 'robot' is not one of random, greedy, mcts, net"),
+    (lambda c: c["players"].update(x={"roster": 2}), "players.x: missing key 'kind'"),
+    (lambda c: c["players"].update(x="random"), "players.x: must be a mapping, got 'random'"),
+    (lambda c: c["players"].update(m={"kind": "mcts", "iteration": 5}),
+     "players.m: unknown key 'iteration' (allowed: kind, roster, iterations, exploration, rollout)"),
+    (lambda c: c["players"].update(m={"kind": "mcts", "iterations": 0}),
+     "players.m.iterations: 0 is less than the minimum of 1"),
+    (lambda c: c["players"].update(m={"kind": "mcts", "rollout": "smart"}),
+     "players.m.rollout: 'smart' is not one of random, greedy"),
+    (lambda c: c["players"].update(n={"kind": "net"}),
+     "players.n: a net player needs exactly one of 'path' (a checkpoint file) or 'run' (a training run)"),
+    (lambda c: c["players"].update(n={"kind": "net", "path": "a.bin", "run": "r"}),
+     "players.n: a net player needs exactly one of 'path' (a checkpoint file) or 'run' (a training run)"),
+    (lambda c: c["players"].update(n={"kind": "net", "path": "a.bin", "sha256": "abc"}),
+     "players.n.sha256: 'abc' has the wrong form: 64 hexadecimal digits"),
+    (lambda c: c["players"].update(n={"kind": "net", "run": "nowhere"}),
+     "players.n: run 'nowhere' is not configured under runs (runs: none)"),
+    (lambda c: c["players"].update({"a__b": {"kind": "random"}}),
+     "players: name 'a__b' has the wrong form: Letters, digits, '.', '-' and single '_', "
+     "starting with a letter or digit"),
+    (lambda c: c["players"]["greedy"].update(roster=0),
+     "players random and greedy share roster position 0, so their cells would replay the same "
+     "seeds; give one of them another `roster`"),
+    (lambda c: c["players"]["greedy"].update(roster=-1),
+     "players.greedy.roster: -1 is less than the minimum of 0"),
+    (lambda c: c.update(matches={"field": ["random", "nobody"]}),
+     "matches.field[1]: unknown player 'nobody' (players: random, greedy)"),
+    (lambda c: c.update(matches={"field": ["random", "random"]}),
+     "matches.field: lists an entry twice: ['random', 'random']"),
+    (lambda c: c.update(matches={"games": "many"}), "matches.games: must be an integer, got 'many'"),
+    (lambda c: c.update(matches={"shard_size": 0}), "matches.shard_size: 0 is less than the minimum of 1"),
+    (lambda c: c.update(matches={"max_games_with": {"nobody": 5}}),
+     "matches.max_games_with: unknown player 'nobody' (players: random, greedy)"),
+    (lambda c: c.update(elo={"anchor": "median:1500"}),
+     "elo.anchor: 'median:1500' has the wrong form: 'mean:VALUE' (mean of all (player, side) "
+     "entries) or 'PLAYER/SIDE:VALUE'"),
+    (lambda c: c.update(elo={"anchor": "nobody/coin:1000"}),
+     "elo.anchor: player 'nobody' is not in the match field (random, greedy)"),
+    (lambda c: c.update(elo={"order": ["greedy", "mcts"]}),
+     "elo.order[1]: 'mcts' is not in the match field (random, greedy)"),
+    (lambda c: c.update(runs={"r": {"horizn": 8}}), "runs.r: unknown key 'horizn' (allowed: "),
+    (lambda c: c.update(runs={"r": {"layout": "5d"}}), "runs.r.layout: '5d' is not one of 5c, 5c-bias, legacy"),
+    (lambda c: c.update(runs={"r": {"side": True}}), "runs.r.side: must be an integer, got True"),
+    # Checks only the trainer knows (here: whole BPTT segments per minibatch) come from it.
+    (lambda c: c.update(runs={"r": {"horizon": 60}}),
+     "runs.r: 'minibatch_size' (8192) must be a multiple of 'horizon' (60): minibatches are whole segments"),
+    (lambda c: c.update(engine={"native": "yes"}), "engine.native: must be true or false, got 'yes'"),
+])
+def test_bad_config_is_one_line_naming_the_key(change, message):
+    config = small_config()
+    change(config)
+    with pytest.raises(UserError) as caught:
+        validate_config(config, source="my.yaml")
+    text = str(caught.value)
+    assert "\n" not in text
+    assert text.startswith(f"my.yaml: {message}")
+
+
+def test_load_config_reports_missing_and_malformed_files(tmp_path):
+    with pytest.raises(UserError, match=r"^config .*nope\.yaml does not exist$"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("players: [unclosed\n")
+    with pytest.raises(UserError, match=r"^config .*bad\.yaml is not valid YAML: "):
+        load_config(bad)
+    bad.write_text("- just\n- a list\n")
+    with pytest.raises(UserError, match=r"bad\.yaml: the config must be a mapping of keys to values, got list"):
+        load_config(bad)
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml", "reference.yaml"])
+def test_shipped_configs_are_valid(name):
+    config = load_config(CONFIGS / name)
+    assert set(config["matches"]["field"]) <= set(config["players"])
+
+
+def test_default_config_is_the_documented_field():
+    config = load_config(CONFIGS / "config.yaml")
+    assert config["matches"]["field"] == ["random", "greedy", "baseline", "mcts2k", "candidate"]
+    assert roster_positions(config) == {"random": 0, "greedy": 1, "baseline": 2, "mcts2k": 3, "candidate": 5}
+    baseline = config["runs"]["baseline"]
+    assert (baseline["selfplay"], baseline["opponent"], baseline["layout"]) == (False, "greedy", "legacy")
+    assert config["runs"]["candidate"]["layout"] == "5c"
+    assert config["runs"]["candidate"]["selfplay"] is True
+    plan = match_plan(config)
+    assert len(plan) == 25
+    assert {cell.games for cell in plan if "mcts2k" not in (cell.guerrilla, cell.coin)} == {1000}
+    assert {cell.games for cell in plan if "mcts2k" in (cell.guerrilla, cell.coin)} == {100}
+
+
+def test_reference_config_is_the_published_field():
+    config = load_config(CONFIGS / "reference.yaml")
+    players = config["players"]
+    assert (players["mcts2k"]["iterations"], players["mcts10k"]["iterations"]) == (2000, 10000)
+    assert roster_positions(config)["mcts2k"] == 3 and roster_positions(config)["mcts10k"] == 4
+    assert players["puffer40"]["sha256"] == "f58615069b9a0e50105dd54b4729d366d602fe14b957a0042e4dc88089120398"
+    assert config["runs"]["candidate"]["total_timesteps"] == 100_000_000
+    assert {cell.games for cell in match_plan(config)} == {1000}
+
+
+# --- the schema agrees with the code that consumes the settings --------------------------
+
+def test_run_schema_mirrors_trainconfig():
+    from gcpipe.train import config as train_config
+
+    schema = load_schema()["$defs"]["run"]["properties"]
+    fields = {f.name: f for f in dataclasses.fields(train_config.TrainConfig)}
+    assert list(schema) == list(fields)
+    json_types = {"int": "integer", "float": "number", "bool": "boolean"}
+    choices = {"layout": train_config.LAYOUTS, "opponent": train_config.OPPONENTS,
+               "mcts_rollout": train_config.MCTS_ROLLOUTS}
+    for name, field in fields.items():
+        assert schema[name]["default"] == field.default, name
+        if field.type == "str":
+            assert sorted(schema[name]["enum"]) == sorted(choices[name]), name
+        elif name != "side":
+            assert schema[name]["type"] == json_types[field.type], name
+    assert schema["side"]["enum"] == [0, 1, 2]
+
+
+def test_player_schema_mirrors_the_match_runner():
+    from gcpipe.engine import bots
+    from gcpipe.match import players as match_players
+
+    defs = load_schema()["$defs"]
+    keys = {"random": set(defs["simple_bot"]["properties"]), "greedy": set(defs["simple_bot"]["properties"]),
+            "mcts": set(defs["mcts"]["properties"]), "net": set(defs["net"]["properties"])}
+    assert keys == match_players._CONFIG_KEYS
+    mcts = defs["mcts"]["properties"]
+    assert (mcts["iterations"]["default"], mcts["exploration"]["default"], mcts["rollout"]["default"]) == (
+        bots.MCTS_DEFAULT_ITERATIONS, bots.MCTS_DEFAULT_EXPLORATION, bots.MCTS_DEFAULT_ROLLOUT)
+
+
+def test_schema_file_is_found_beside_the_package():
+    assert SCHEMA_PATH == REPO / "config" / "schema.yaml"
+
+
+# --- match plan ----------------------------------------------------------------------------
+
+def test_match_plan_caps_cells_of_expensive_players():
+    config = validate_config({"players": {"a": {"kind": "random"}, "b": {"kind": "greedy"},
+                                          "m": {"kind": "mcts"}},
+                              "matches": {"games": 50, "max_games_with": {"m": 10, "b": 30}}})
+    assert match_plan(config) == [
+        Cell("a", "a", 50), Cell("a", "b", 30), Cell("a", "m", 10),
+        Cell("b", "a", 30), Cell("b", "b", 30), Cell("b", "m", 10),
+        Cell("m", "a", 10), Cell("m", "b", 10), Cell("m", "m", 10)]
+    assert Cell("a", "m", 10).name == "a__m"
+
+
+def test_shards_cover_every_game_once():
+    assert shards(10, 4) == [(0, 4), (4, 4), (8, 2)]
+    assert shards(8, 8) == [(0, 8)]
+    assert shards(3, 100) == [(0, 3)]
+
+
+def test_roster_defaults_to_the_index_in_players():
+    config = validate_config({"players": {"a": {"kind": "random"}, "b": {"kind": "greedy", "roster": 7},
+                                          "c": {"kind": "greedy"}}})
+    assert roster_positions(config) == {"a": 0, "b": 7, "c": 2}
+
+
+# --- checks on disk before the DAG starts ----------------------------------------------
+
+def test_unwritable_results_folder_stops_the_pipeline(tmp_path):
+    blocker = tmp_path / "results"
+    blocker.write_text("a file where the results folder should be")
+    with pytest.raises(UserError, match=r"^results folder .*results/ is not writable: "):
+        check_pipeline(validate_config(small_config()), blocker)
+
+
+def test_net_player_file_is_checked_before_the_pipeline(tmp_path):
+    config = validate_config({"players": {"r": {"kind": "random"},
+                                          "p": {"kind": "net", "path": str(tmp_path / "missing.bin")}}})
+    with pytest.raises(UserError, match=r"^config: players\.p: checkpoint .*missing\.bin does not exist$"):
+        check_pipeline(config, tmp_path / "results")
+    wrong_size = tmp_path / "wrong.bin"
+    wrong_size.write_bytes(b"\0" * 1000)
+    config["players"]["p"]["path"] = str(wrong_size)
+    with pytest.raises(UserError, match=r"^config: players\.p: checkpoint .*wrong\.bin has 1000 bytes, which is no known layout"):
+        check_pipeline(config, tmp_path / "results")
+
+
+def test_net_player_outside_the_field_is_not_checked(tmp_path):
+    config = validate_config({"players": {"r": {"kind": "random"},
+                                          "p": {"kind": "net", "path": str(tmp_path / "missing.bin")}},
+                              "matches": {"field": ["r"]}})
+    check_pipeline(config, tmp_path / "results")
+
+
+def test_pipeline_rejects_runs_that_stop_before_final_bin(tmp_path):
+    config = validate_config(small_config(runs={"r": {"max_epochs": 3}}))
+    with pytest.raises(UserError, match=r"^config: runs\.r\.max_epochs stops training before final\.bin"):
+        check_pipeline(config, tmp_path / "results")
+
+
+# --- provenance and training curves ------------------------------------------------------
+
+def test_provenance_records_config_build_versions_and_digests(tmp_path):
+    from gcpipe.provenance import write_provenance
+
+    (tmp_path / "config.yaml").write_text("players:\n  random: {kind: random}\n")
+    (tmp_path / "build.json").write_text('{"cflags": ["-O3"], "native": false}\n')
+    (tmp_path / "table.md").write_bytes(b"| a |\n")
+    out = tmp_path / "provenance.json"
+    record = write_provenance(out, tmp_path / "config.yaml", tmp_path / "build.json", [tmp_path / "table.md"])
+    first = out.read_bytes()
+    write_provenance(out, tmp_path / "config.yaml", tmp_path / "build.json", [tmp_path / "table.md"])
+    assert out.read_bytes() == first
+    assert list(record) == ["gcpipe", "git", "python", "packages", "engine", "config", "artifacts_sha256"]
+    assert record["config"] == {"players": {"random": {"kind": "random"}}}
+    assert record["engine"] == {"cflags": ["-O3"], "native": False}
+    assert record["artifacts_sha256"] == {str(tmp_path / "table.md"): hashlib.sha256(b"| a |\n").hexdigest()}
+    assert record["packages"]["numpy"] and "torch" in record["packages"]
+    assert json.loads(first) == record
+
+
+def test_provenance_names_a_missing_build_record(tmp_path):
+    from gcpipe.provenance import provenance
+
+    (tmp_path / "config.yaml").write_text("players: {}\n")
+    with pytest.raises(UserError, match=r"^engine build record .*build\.json does not exist$"):
+        provenance(tmp_path / "config.yaml", tmp_path / "build.json")
+
+
+METRICS = ("epoch,global_step,sps,policy_loss,value_loss,entropy,games_as_guerrilla,wins_as_guerrilla,"
+           "games_as_coin,wins_as_coin,eval_win_rate_as_guerrilla\n"
+           "1,1000,5000.0,0.1,0.5,2.0,10,2,10,5,\n"
+           "2,2000,5100.0,0.05,0.4,1.9,12,6,8,6,0.25\n")
+
+
+def test_training_plot_is_a_deterministic_png(tmp_path):
+    from gcpipe.report import plot_training
+
+    metrics = tmp_path / "metrics.csv"
+    metrics.write_text(METRICS)
+    plot_training(metrics, tmp_path / "a.png", "run")
+    plot_training(metrics, tmp_path / "b.png", "run")
+    data = (tmp_path / "a.png").read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    assert data == (tmp_path / "b.png").read_bytes()
+    assert b"matplotlib" not in data
+
+
+def test_training_win_rates_are_wins_over_games_by_side():
+    from gcpipe.report import _series
+
+    columns = {"global_step": [1.0, 2.0], "wins_as_coin": [5.0, 6.0], "games_as_coin": [10.0, 0.0]}
+    rates = _series(columns, ("wins_as_coin", "games_as_coin"))
+    assert rates[0] == 0.5 and rates[1] != rates[1]  # no COIN games: NaN, not a division error
+    assert _series(columns, "sps") is None
+
+
+@pytest.mark.parametrize("text, message", [
+    ("epoch,sps\n1,2\n", r"is not a training metrics file: no 'global_step' column"),
+    ("epoch,global_step\n", r"has no rows: the run logged no epoch yet"),
+    ("global_step,sps\n1,fast\n", r"metrics\.csv:2: column sps: 'fast' is not a number"),
+    ("global_step,sps\n1\n", r"metrics\.csv:2: 1 fields, the header has 2"),
+])
+def test_bad_metrics_file_is_named(tmp_path, text, message):
+    from gcpipe.report import read_metrics
+
+    (tmp_path / "metrics.csv").write_text(text)
+    with pytest.raises(UserError, match=message):
+        read_metrics(tmp_path / "metrics.csv")
+
+
+# --- the Snakefile ---------------------------------------------------------------------------
+
+def snakemake(*args, workdir, timeout=120):
+    env = dict(os.environ, PATH=f"{SNAKEMAKE.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run([str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir)
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The "Job stats" table of a dry run, as {rule: count}."""
+    lines = output.split("Job stats:")[1].splitlines()[3:]
+    counts = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+@needs_snakemake
+def test_snakemake_lint_is_clean(tmp_path):
+    result = snakemake("--lint", workdir=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_snakemake
+def test_dry_run_of_the_default_config(tmp_path):
+    result = snakemake("-n", "elo_table", workdir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert job_counts(result.stdout) == {"build_engine": 1, "match": 25, "train": 2, "merge": 25, "elo": 1,
+                                         "provenance": 1, "elo_table": 1}
+    # Jobs read the resolved config: every default filled in.
+    resolved = yaml.safe_load((tmp_path / "results" / "config.yaml").read_text())
+    assert resolved == load_config(CONFIGS / "config.yaml")
+
+
+@needs_snakemake
+def test_dry_run_of_the_smoke_config_shards_large_cells(tmp_path):
+    result = snakemake("-n", "all", "--configfile", str(CONFIGS / "smoke.yaml"), workdir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    # 16 cells: the 9 without MCTS have 12 games (shards 0-8, 8-4), the 7 with MCTS have 6.
+    assert job_counts(result.stdout) == {"build_engine": 1, "match": 25, "train": 2, "merge": 16, "report": 2,
+                                         "elo": 1, "provenance": 1, "all": 1}
+    assert "results/matches/shards/random__baseline/8-4.jsonl" in result.stdout
+    # The smoke config replaced the default rather than being merged into it.
+    assert "mcts2k" not in result.stdout
+
+
+@needs_snakemake
+def test_slurm_profile_dry_run(tmp_path):
+    profile = tmp_path / "profiles"
+    shutil.copytree(REPO / "profiles", profile)
+    result = snakemake("--profile", str(profile / "slurm"), "-n", "elo_table", workdir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "mem_mb=32000" in result.stdout and "runtime=2880" in result.stdout
+
+
+@needs_snakemake
+@pytest.mark.parametrize("config_text, message", [
+    ("players:\n  random: {kind: random}\nmatches:\n  field: [random, ghost]\n",
+     "matches.field[1]: unknown player 'ghost' (players: random)"),
+    ("players:\n  p: {kind: net, path: nowhere.bin}\n",
+     "players.p: checkpoint nowhere.bin does not exist"),
+    ("matches:\n  games: 10\n", "missing key 'players'"),
+])
+def test_bad_input_stops_the_dag_before_any_job(tmp_path, config_text, message):
+    config = tmp_path / "bad.yaml"
+    config.write_text(config_text)
+    result = snakemake("--cores", "1", "elo_table", "--configfile", str(config), workdir=tmp_path)
+    assert result.returncode != 0
+    assert f"gcpipe: error: {config}: {message}" in result.stdout + result.stderr
+    assert not (tmp_path / "results" / "engine").exists()
+
+
+@pytest.mark.skipif(os.environ.get("GCPIPE_SMOKE_DAG") != "1",
+                    reason="the smoke DAG end to end takes minutes; CI sets GCPIPE_SMOKE_DAG=1")
+def test_smoke_dag_end_to_end(tmp_path):
+    result = snakemake("--cores", "2", "all", "--configfile", str(CONFIGS / "smoke.yaml"),
+                       workdir=tmp_path, timeout=1200)
+    assert result.returncode == 0, result.stderr[-4000:]
+    results = tmp_path / "results"
+    ratings = json.loads((results / "elo" / "ratings.json").read_text())
+    field = ["random", "baseline", "mcts", "candidate"]
+    assert sorted({(e["player"], e["side"]) for e in ratings["ratings"]}) == sorted(
+        (p, s) for p in field for s in ("guerrilla", "coin"))
+    for cell in match_plan(load_config(CONFIGS / "smoke.yaml")):
+        lines = (results / "matches" / f"{cell.name}.jsonl").read_text().splitlines()
+        assert [json.loads(line)["game"] for line in lines] == list(range(cell.games))
+    for png in ["elo/ratings.png", "elo/crosstable.png", "runs/baseline/training.png", "runs/candidate/training.png"]:
+        assert (results / png).read_bytes().startswith(b"\x89PNG")
+    provenance = json.loads((results / "provenance.json").read_text())
+    assert provenance["config"] == load_config(CONFIGS / "smoke.yaml")
+    assert provenance["engine"]["cflags"]
+
+    # Nothing changed: nothing to do.
+    again = snakemake("-n", "all", "--configfile", str(CONFIGS / "smoke.yaml"), workdir=tmp_path)
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout
+
+    # Same config, seeds and checkpoints: the ledgers and tables come back byte for byte.
+    def digests():
+        return {str(p.relative_to(results)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for folder in ("matches", "elo") for p in sorted((results / folder).glob("*.*"))}
+    before = digests()
+    shutil.rmtree(results / "matches")
+    shutil.rmtree(results / "elo")
+    rerun = snakemake("--cores", "2", "elo_table", "--configfile", str(CONFIGS / "smoke.yaml"),
+                      workdir=tmp_path, timeout=1200)
+    assert rerun.returncode == 0, rerun.stderr[-4000:]
+    assert digests() == before
