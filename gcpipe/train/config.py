@@ -97,13 +97,18 @@ def _check(name: str, value, where: str):
     """The value converted to the field's type, or UserError naming the key."""
     kind = _FIELDS[name].type
     bad = f"{where}: '{name}' must be"
+    if kind in ("int", "float") and isinstance(value, str):
+        # PyYAML reads 1e6 (no dot) as a string; take it as the number it spells.
+        try:
+            value = float(value)
+        except ValueError:
+            pass
     if kind == "bool":
         if not isinstance(value, bool):
             raise UserError(f"{bad} true or false, got {value!r}")
         return value
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
-            # YAML reads 1e8 as a float; accept it when it is a whole number.
             if isinstance(value, float) and value.is_integer():
                 value = int(value)
             else:

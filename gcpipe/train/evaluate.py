@@ -24,7 +24,7 @@ def win_rate(policy: MinGRUPolicy, *, side: int, games: int, seed: int, opponent
         env.reset()
         generator = torch.Generator().manual_seed(seed)
         obs = torch.from_numpy(env.observations).view(games, -1)
-        masks = torch.from_numpy(env.action_masks).view(games, -1)
+        masks = torch.from_numpy(env.action_masks).view(torch.bool).view(games, -1)
         state = policy.initial_state(games)
         won = np.full(games, -1, np.int8)      # -1 while the env's first game runs
         while (won < 0).any():

@@ -18,28 +18,30 @@ import math
 import numpy as np
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
 from gcpipe.engine.vecenv import VecEnv
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.train.config import TrainConfig
 from gcpipe.train.muon import Muon
 from gcpipe.train.pool import OpponentPool
+from gcpipe.train.sequence import forward_segments
 
 ILLEGAL_LOGIT = -1e4   # model.md §3: finite, so log-probs and entropy stay finite
 
 
 def masked_logits(logits: Tensor, mask: Tensor) -> Tensor:
-    return logits.masked_fill(mask == 0, ILLEGAL_LOGIT)
+    """Illegal logits (mask 0) replaced by -1e4.  `mask` is bool (the uint8 buffers viewed as bool)."""
+    return torch.where(mask, logits, ILLEGAL_LOGIT)
 
 
 def sample_actions(logits: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """Actions drawn from softmax(logits) by inverse CDF on one uniform per row, and their log-probs."""
-    log_probs = torch.log_softmax(logits, dim=-1)
-    cdf = torch.cumsum(log_probs.exp(), dim=-1)
+    """Actions drawn from softmax(logits) by inverse CDF on one uniform per row, and their log-probs.
+    (softmax, not exp(log_softmax): exp of the -1e4 entries takes a slow underflow path on CPU.)"""
+    cdf = torch.cumsum(torch.softmax(logits, dim=-1), dim=-1)
     u = torch.rand(logits.shape[0], 1, generator=generator) * cdf[:, -1:]
     actions = (cdf < u).sum(dim=-1).clamp_max_(logits.shape[-1] - 1)
-    return actions, log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+    log_probs = torch.log_softmax(logits, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+    return actions, log_probs
 
 
 def vtrace_gae(rewards: Tensor, values: Tensor, terminals: Tensor, bootstrap: Tensor, ratios: Tensor,
@@ -49,17 +51,15 @@ def vtrace_gae(rewards: Tensor, values: Tensor, terminals: Tensor, bootstrap: Te
     bootstrap.  With ratios 1 (on-policy) this is plain GAE(gamma, lambda):
         delta_t = min(rho_clip, r_t) * (reward_t + gamma (1 - d_t) V_{t+1} - V_t)
         A_t     = delta_t + gamma lambda min(c_clip, r_t) (1 - d_t) A_{t+1}"""
-    horizon = rewards.shape[1]
-    advantages = torch.empty_like(values)
-    rho = ratios.clamp(max=rho_clip)
-    c = ratios.clamp(max=c_clip)
+    next_values = torch.cat([values[:, 1:], bootstrap.unsqueeze(1)], dim=1)
     not_done = 1.0 - terminals
-    next_value, next_advantage = bootstrap, torch.zeros_like(bootstrap)
-    for t in reversed(range(horizon)):
-        delta = rho[:, t] * (rewards[:, t] + gamma * not_done[:, t] * next_value - values[:, t])
-        next_advantage = delta + gamma * lam * c[:, t] * not_done[:, t] * next_advantage
-        advantages[:, t] = next_advantage
-        next_value = values[:, t]
+    deltas = ratios.clamp(max=rho_clip) * (rewards + gamma * not_done * next_values - values)
+    decays = (gamma * lam) * ratios.clamp(max=c_clip) * not_done
+    advantages = torch.empty_like(values)
+    advantage = torch.zeros_like(bootstrap)
+    for t in reversed(range(values.shape[1])):
+        advantage = torch.addcmul(deltas[:, t], decays[:, t], advantage)
+        advantages[:, t] = advantage
     return advantages
 
 
@@ -92,7 +92,7 @@ class PPO:
         num_rows = c.num_envs * slots
         # Zero-copy torch views of the env buffers, flattened to rows.
         self.obs = torch.from_numpy(self.env.observations).view(num_rows, -1)
-        self.masks = torch.from_numpy(self.env.action_masks).view(num_rows, -1)
+        self.masks = torch.from_numpy(self.env.action_masks).view(torch.bool).view(num_rows, -1)
         self.actions = torch.from_numpy(self.env.actions).view(num_rows)
         self.rewards = torch.from_numpy(self.env.rewards).view(num_rows)
         self.terminals = torch.from_numpy(self.env.terminals).view(num_rows)
@@ -127,7 +127,7 @@ class PPO:
         # Epoch buffers, segment-major [rows, horizon, ...].
         rows, horizon = len(self.trained_rows), c.horizon
         self.buf_obs = torch.zeros(rows, horizon, self.obs.shape[1], dtype=torch.uint8)
-        self.buf_masks = torch.zeros(rows, horizon, self.masks.shape[1], dtype=torch.uint8)
+        self.buf_masks = torch.zeros(rows, horizon, self.masks.shape[1], dtype=torch.bool)
         self.buf_actions = torch.zeros(rows, horizon, dtype=torch.int64)
         self.buf_logprobs = torch.zeros(rows, horizon)
         self.buf_values = torch.zeros(rows, horizon)
@@ -226,11 +226,12 @@ class PPO:
             mb_adv = advantages[idx]
             mb_adv = weights * (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
 
-            logits, new_values, _ = self.policy.forward_sequence(
-                self.buf_obs[idx], self.buf_initial_state[:, idx], self.buf_starts[idx])
-            log_probs = torch.log_softmax(masked_logits(logits, self.buf_masks[idx]), dim=-1)
+            logits, new_values = forward_segments(
+                self.policy, self.buf_obs[idx], self.buf_initial_state[:, idx], self.buf_starts[idx])
+            logits = masked_logits(logits, self.buf_masks[idx])
+            log_probs = torch.log_softmax(logits, dim=-1)
             new_logprobs = log_probs.gather(-1, self.buf_actions[idx].unsqueeze(-1)).squeeze(-1)
-            entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+            entropy = -(torch.softmax(logits, dim=-1) * log_probs).sum(-1).mean()
             log_ratio = new_logprobs - self.buf_logprobs[idx]
             ratio = log_ratio.exp()
 

@@ -1,0 +1,58 @@
+"""The training-time forward pass of MinGRUPolicy over segments, built for CPU speed.
+
+The MinGRU state obeys a linear recurrence s_t = a_t * s_{t-1} + b_t whose coefficients
+(a = 1 - z, b = z * g(h)) depend only on the layer's input, so every matrix product runs once
+over all T steps and only the cheap elementwise recurrence is sequential.  It runs in float32,
+time-major (each step's slice is contiguous), with a hand-written backward pass: on two cores
+this is several times faster than `MinGRUPolicy.forward_sequence` (a float64 log-space scan)
+and gives the same numbers as stepping `MinGRUPolicy.step` (tests/test_train.py checks both).
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from gcpipe.nn.model import MinGRUPolicy, _candidate
+
+
+class LinearRecurrence(torch.autograd.Function):
+    """s_t = a_t * s_{t-1} + b_t for t = 0..T-1 from s_{-1} = initial; a, b [T, B, H]."""
+
+    @staticmethod
+    def forward(ctx, a: Tensor, b: Tensor, initial: Tensor) -> Tensor:
+        states = torch.empty_like(b)
+        previous = initial
+        for t in range(a.shape[0]):
+            torch.addcmul(b[t], a[t], previous, out=states[t])
+            previous = states[t]
+        ctx.save_for_backward(a, states, initial)
+        return states
+
+    @staticmethod
+    def backward(ctx, grad_states: Tensor):
+        a, states, initial = ctx.saved_tensors
+        # g_t = dL/ds_t including the path through later steps: g_t = grad_t + a_{t+1} g_{t+1}.
+        grad_b = torch.empty_like(grad_states)
+        carry = torch.zeros_like(initial)
+        for t in reversed(range(a.shape[0])):
+            torch.add(grad_states[t], carry, out=grad_b[t])
+            carry = a[t] * grad_b[t]
+        previous = torch.cat([initial.unsqueeze(0), states[:-1]])
+        return grad_b * previous, grad_b, carry
+
+
+def forward_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Tensor) -> tuple[Tensor, Tensor]:
+    """obs [B, T, 120], state [L, B, H] (before step 0), starts [B, T] bool (state zeroed before
+    that step) -> (logits [B, T, 256], values [B, T]); same contract as forward_sequence."""
+    hidden = policy.hidden
+    keep = (~starts.T).unsqueeze(-1).to(torch.float32)            # [T, B, 1]: 0 where the state resets
+    x = policy.encoder(obs.transpose(0, 1).to(torch.float32))      # [T, B, H], time-major
+    for layer, gru in enumerate(policy.grus):
+        c = gru(x)
+        h, k, p = c.split(hidden, dim=-1)
+        z = torch.sigmoid(k)
+        candidate = _candidate(h, torch.sigmoid(h))
+        s = LinearRecurrence.apply((1.0 - z) * keep, z * candidate, state[layer] * keep[0])
+        x = x + torch.sigmoid(p) * (s - x)
+    out = policy.decoder(x).transpose(0, 1)
+    return out[..., :policy.num_actions], out[..., policy.num_actions]
