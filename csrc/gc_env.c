@@ -20,33 +20,6 @@ static uint64_t splitmix64(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-/* Bits 0..7 of `bits` as eight bytes 0/1 (byte i = bit i): replicate the byte, keep bit i in
- * byte i, then turn every nonzero byte into 1 (adding 0x7F never carries out of a byte here). */
-static inline uint64_t bits_to_bytes8(uint64_t bits) {
-    uint64_t t = ((bits & 0xFF) * 0x0101010101010101ULL) & 0x8040201008040201ULL;
-    return ((t + 0x7F7F7F7F7F7F7F7FULL) >> 7) & 0x0101010101010101ULL;
-}
-
-/* The 120 bytes of rules.md §5, as gc_observation writes them, with word stores.  Stones fill
- * bytes 0..55 (bits 49..55 are zero), then coins overwrite bytes 49..112. */
-static void write_observation(const gc_state *s, uint8_t *obs) {
-    for (int i = 0; i < 7; i++) {
-        uint64_t w = bits_to_bytes8(s->stones >> (8 * i));
-        memcpy(obs + 8 * i, &w, 8);
-    }
-    for (int i = 0; i < 8; i++) {
-        uint64_t w = bits_to_bytes8(s->coins >> (8 * i));
-        memcpy(obs + 49 + 8 * i, &w, 8);
-    }
-    obs[113] = s->to_move;
-    obs[114] = s->must_capture;
-    obs[115] = (uint8_t)(s->previous_cell + 1);
-    obs[116] = 0;
-    obs[117] = 0;
-    obs[118] = s->stones_placed;
-    obs[119] = (uint8_t)__builtin_popcountll(s->stones);
-}
-
 /* Spreads the 16 bits of x to every fourth bit (bit i -> bit 4i). */
 static inline uint64_t spread_stride4(uint64_t x) {
     x &= 0xFFFF;
@@ -64,7 +37,7 @@ static inline void write_mask_rows(const uint64_t legal[4], int blocks, uint8_t 
         uint64_t bits = spread_stride4(legal[0] >> 16 * j) | spread_stride4(legal[1] >> 16 * j) << 1 |
                         spread_stride4(legal[2] >> 16 * j) << 2 | spread_stride4(legal[3] >> 16 * j) << 3;
         for (int b = 0; b < 8; b++) {
-            uint64_t w = bits_to_bytes8(bits >> 8 * b);
+            uint64_t w = gc_bits_to_bytes8(bits >> 8 * b);
             memcpy(mask + 64 * j + 8 * b, &w, 8);
         }
     }
@@ -134,7 +107,7 @@ static void write_env_view(const gc_vec *v, const gc_env *e, int i) {
     uint8_t *obs = v->observations + (size_t)i * slots * GC_OBS_SIZE;
     uint8_t *mask = v->action_masks + (size_t)i * slots * GC_NUM_ACTIONS;
     uint8_t *sides = v->slot_sides + (size_t)i * slots;
-    write_observation(&e->game, obs);
+    gc_observation(&e->game, obs);
     sides[0] = e->slot0_side;
     if (slots == 1) {
         write_action_mask(&e->game, mask);

@@ -3,6 +3,10 @@
 #include <math.h>
 #include <string.h>
 
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "gc_observation writes byte rows through little-endian words"
+#endif
+
 #define POINTS_ALL ((1ULL << GC_NUM_POINTS) - 1)
 /* Points in grid column 0 and column 6, for the left/right neighbour shifts. */
 #define POINTS_COL0 0x0040810204081ULL
@@ -91,9 +95,17 @@ void gc_action_mask(const gc_state *s, uint8_t *mask) {
     for (int i = 0; i < n; i++) mask[legal[i]] = 1;
 }
 
+/* The 120 bytes of rules.md §5, written with word stores (the batch env writes one per env step).  Stones fill
+ * bytes 0..55 (bits 49..55 are zero), then coins overwrite bytes 49..112. */
 void gc_observation(const gc_state *s, uint8_t *obs) {
-    for (int g = 0; g < GC_NUM_POINTS; g++) obs[g] = (uint8_t)(s->stones >> g & 1);
-    for (int c = 0; c < GC_NUM_SQUARES; c++) obs[49 + c] = (uint8_t)(s->coins >> c & 1);
+    for (int i = 0; i < 7; i++) {
+        uint64_t w = gc_bits_to_bytes8(s->stones >> (8 * i));
+        memcpy(obs + 8 * i, &w, 8);
+    }
+    for (int i = 0; i < 8; i++) {
+        uint64_t w = gc_bits_to_bytes8(s->coins >> (8 * i));
+        memcpy(obs + 49 + 8 * i, &w, 8);
+    }
     obs[113] = s->to_move;
     obs[114] = s->must_capture;
     obs[115] = (uint8_t)(s->previous_cell + 1);

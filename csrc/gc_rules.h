@@ -71,6 +71,13 @@ int gc_validate(const gc_state *s);
 static inline int gc_stones_on_board(const gc_state *s) { return __builtin_popcountll(s->stones); }
 static inline int gc_coin_count(const gc_state *s) { return __builtin_popcountll(s->coins); }
 
+/* Bits 0..7 of `bits` as eight bytes 0/1 (byte i = bit i): replicate the byte, keep bit i in
+ * byte i, then turn every nonzero byte into 1 (adding 0x7F never carries out of a byte here). */
+static inline uint64_t gc_bits_to_bytes8(uint64_t bits) {
+    uint64_t t = ((bits & 0xFF) * 0x0101010101010101ULL) & 0x8040201008040201ULL;
+    return ((t + 0x7F7F7F7F7F7F7F7FULL) >> 7) & 0x0101010101010101ULL;
+}
+
 /* Captures a legal action would make, without changing the board (the Greedy score). */
 int gc_action_captures(const gc_state *s, int action);
 
