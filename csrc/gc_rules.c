@@ -11,7 +11,10 @@
 /* Points in grid column 0 and column 6, for the left/right neighbour shifts. */
 #define POINTS_COL0 0x0040810204081ULL
 #define POINTS_COL6 (POINTS_COL0 << 6)
-#define START_COINS ((1ULL << 19) | (1ULL << 26) | (1ULL << 28) | (1ULL << 35) | (1ULL << 37) | (1ULL << 45))
+/* Squares (3,2) (2,3) (4,3) (3,4) (5,4) (4,5), all of odd x+y.  rules.md §1 also lists their
+ * indices as 19, 26, 28, 35, 37, 45, but (4,5) is index 44 (45 would be (5,5), of even parity);
+ * the coordinates are right: with 44 the published Random/Greedy cells come out exactly. */
+#define START_COINS ((1ULL << 19) | (1ULL << 26) | (1ULL << 28) | (1ULL << 35) | (1ULL << 37) | (1ULL << 44))
 
 uint32_t gc_rand(uint32_t *state) {
     int64_t s = *state;

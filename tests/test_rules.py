@@ -31,7 +31,9 @@ def test_opening_has_168_actions_in_ascending_order():
     assert len(legal) == 168
     assert legal == sorted(legal) and legal[0] == 0
     assert game.current_player() == GUERRILLA
-    assert game.coins() == [19, 26, 28, 35, 37, 45]
+    # (3,2) (2,3) (4,3) (3,4) (5,4) (4,5): (4,5) is index 44, not the 45 that rules.md §1 lists
+    assert game.coins() == [19, 26, 28, 35, 37, 44]
+    assert all((c % 8 + c // 8) % 2 == 1 for c in game.coins())
     # point (6,6) has no down or right neighbour: only left and up
     assert [a for a in legal if a // 4 == pt(6, 6)] == [g_action(pt(6, 6), 2), g_action(pt(6, 6), 3)]
 
@@ -40,7 +42,7 @@ def test_opening_observation_bytes():
     obs = Game().observation()
     assert obs.dtype == np.uint8 and obs.shape == (120,)
     assert obs[:49].sum() == 0
-    assert [c for c in range(64) if obs[49 + c]] == [19, 26, 28, 35, 37, 45]
+    assert [c for c in range(64) if obs[49 + c]] == [19, 26, 28, 35, 37, 44]
     assert list(obs[113:120]) == [1, 0, 0, 0, 0, 0, 0]
 
 
