@@ -140,8 +140,8 @@ rule train:
     input:
         BUILD,
     output:
-        # Only final.bin: metrics.csv, checkpoints/ and state.pt stay when a job fails, so a
-        # killed run can be continued by hand (`gcpipe train RUN --config results/config.yaml --resume`).
+        # Only final.bin: metrics.csv, checkpoints/ and state.pt stay when a job fails, so the
+        # rerun of a killed training continues from its last saved state.
         "results/runs/{run}/final.bin",
     params:
         settings=lambda wildcards: json.dumps(config["runs"][wildcards.run], sort_keys=True),

@@ -72,13 +72,15 @@ _QUIET_OPTION = typer.Option(False, "--quiet", help="No progress output.")
 def train(run: str = typer.Argument(..., help="The run's name under `runs:` in the config."),
           config: Path = typer.Option(..., "--config", help="Pipeline config (YAML) whose `runs:` holds RUN."),
           out: Path = typer.Option(None, "--out", help="Run folder (default results/runs/RUN)."),
-          resume: bool = typer.Option(False, "--resume", help="Continue from the run folder's last saved state."),
+          restart: bool = typer.Option(False, "--restart",
+                                       help="Start over even if the run folder holds a saved state of the same "
+                                            "settings (by default a rerun continues from it)."),
           threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice).")):
     """PPO training of RUN: checkpoints, metrics.csv, resume state and final.bin in the run folder."""
     from gcpipe.train.config import load_run_config
     from gcpipe.train.run import train as run_training
 
-    folder = run_training(run, load_run_config(config, run), out, resume=resume, threads=threads)
+    folder = run_training(run, load_run_config(config, run), out, restart=restart, threads=threads)
     typer.echo(f"{run}: {folder / 'final.bin'}" if (folder / "final.bin").exists() else f"{run}: stopped, state in {folder}")
 
 

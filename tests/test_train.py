@@ -260,7 +260,9 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
     train("r", _tiny(**settings, max_epochs=3), part, echo=lambda line: None)  # "killed" after epoch 3
     assert not (part / "final.bin").exists()
     assert len(_metrics(part / "metrics.csv")) == 3
-    train("r", _tiny(**settings), part, resume=True, echo=lambda line: None)  # replays epoch 3 from the state
+    lines = []
+    train("r", _tiny(**settings), part, echo=lines.append)  # a rerun continues: replays epoch 3 from the state
+    assert any("continuing from its saved state" in line for line in lines)
     assert (part / "final.bin").read_bytes() == (whole / "final.bin").read_bytes()
     names = sorted(p.name for p in (whole / "checkpoints").iterdir())
     assert names == sorted(p.name for p in (part / "checkpoints").iterdir())
@@ -285,3 +287,15 @@ def test_bot_mode_training_against_random_raises_the_win_rate():
     after = win_rate(ppo.policy, side=1, games=400, seed=11, opponent="random")
     ppo.env.close()
     assert before < 0.1 and after > before + 0.06, (before, after)
+
+
+def test_restart_and_changed_settings_start_the_run_over(tmp_path):
+    settings = dict(total_timesteps=10 * 2 * 16 * 4, checkpoint_interval=2)
+    for restart, changed in ((True, {}), (False, {"seed": 99})):
+        out = tmp_path / f"r{restart}"
+        train("r", _tiny(**settings, max_epochs=2), out, echo=lambda line: None)
+        lines = []
+        train("r", _tiny(**settings, **changed), out, restart=restart, echo=lines.append)
+        assert not any("continuing" in line for line in lines)
+        assert len(_metrics(out / "metrics.csv")) == 4  # all four epochs from the start, none kept
+

@@ -2,9 +2,11 @@
 metrics.csv (one row per epoch), checkpoints/<global step, 16 digits>.bin, state.pt (everything
 needed to resume exactly) and, once the run is complete, final.bin.
 
-Resume: state.pt is written (atomically) at every checkpoint; `--resume` reloads it, cuts
-metrics.csv back to the rows written before it and replays the epochs since, which — with the
-same config, seeds and thread count — gives the same bytes as a run that was never stopped.
+Resume: state.pt is written (atomically) at every checkpoint.  Training a run whose folder holds
+a state of the same settings reloads it, cuts metrics.csv back to the rows written before it and
+replays the epochs since, which — with the same config, seeds and thread count — gives the same
+bytes as a run that was never stopped; so rerunning a killed `gcpipe train` (or its Snakemake
+job) continues it.  Changed settings, or `restart=True`, start the run over.
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ def default_run_dir(run: str) -> Path:
     return Path("results") / "runs" / run
 
 
-def train(run: str, config: TrainConfig, out_dir=None, *, resume: bool = False, threads: int | None = None,
+def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False, threads: int | None = None,
           echo=None) -> Path:
     """Trains `run` into `out_dir` (default results/runs/RUN) and returns the directory.  A no-op when
     final.bin exists for the same config.  `echo(line)` receives progress lines (default stderr)."""
@@ -70,16 +72,14 @@ def train(run: str, config: TrainConfig, out_dir=None, *, resume: bool = False, 
     ppo = PPO(config)
     metrics_path = out / "metrics.csv"
     elapsed_before = 0.0
-    if resume and (out / STATE_FILE).exists():
-        if not same_config:
-            raise UserError(f"{out} holds a run with different settings; run without --resume to start it over")
-        if not metrics_path.exists():
-            raise UserError(f"{metrics_path} is missing; run without --resume to start {run} over")
+    saved = (out / STATE_FILE).exists() and metrics_path.exists()
+    if saved and same_config and not restart:
         state = torch.load(out / STATE_FILE, weights_only=False)
         ppo.load_state_dict(state["ppo"])
         elapsed_before = state["wall_time"]
         with open(metrics_path, "r+b") as handle:
             handle.truncate(state["metrics_bytes"])
+        (echo or _stderr)(f"{run}: continuing from its saved state at step {ppo.global_step:,}")
     else:
         for stale in [out / "final.bin", out / STATE_FILE, metrics_path]:
             stale.unlink(missing_ok=True)
