@@ -11,6 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from gcpipe.engine.bots import play_games
+from gcpipe.match.runner import game_seed
 
 ROSTER = {"random": 0, "greedy": 1, "mcts:2000": 3, "mcts:10000": 4}
 # name: (Guerrilla, COIN, published Guerrilla wins of 100), slowest last.
@@ -27,10 +28,6 @@ CELLS = {
     "10k-10k": ("mcts:10000", "mcts:10000", 65),
 }
 GAMES, CHUNK = 100, 5
-
-
-def game_seed(a: int, b: int, g: int) -> int:
-    return ((0x9E3779B9 * ((a * 16 + b) * 100003 + g)) & 0xFFFFFFFF) | 1
 
 
 def _play(args):

@@ -12,6 +12,7 @@ from gcpipe._engine import ffi, lib
 from gcpipe.engine import COIN, GUERRILLA, Game
 from gcpipe.engine.bots import Bot, BotSpec, parse_bot, play_games
 from gcpipe.errors import UserError
+from gcpipe.match.runner import game_seed
 
 
 def park_miller(state: int) -> int:
@@ -232,10 +233,6 @@ def test_engine_rejects_a_search_larger_than_its_pool():
     assert game.rng_state == 1
     bot = ffi.new("gc_bot *", {"kind": 2, "iterations": 10, "exploration": 0.7, "rollout": 1})
     assert lib.gc_bot_choose(game._state, bot, ffi.NULL) == -2
-
-
-def game_seed(a: int, b: int, g: int) -> int:
-    return ((0x9E3779B9 * ((a * 16 + b) * 100003 + g)) & 0xFFFFFFFF) | 1
 
 
 def test_runner_replays_the_same_games_as_python_stepping():
