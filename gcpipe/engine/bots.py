@@ -98,7 +98,9 @@ class _Workspace:
         self.pointer = ffi.gc(pool, lib.gc_mcts_free)
 
 
-def _workspace_for(*specs: BotSpec):
+def mcts_workspace(*specs: BotSpec):
+    """A node pool big enough for every MCTS bot among `specs` (searches must not overlap), or
+    NULL when none is MCTS: the `workspace` of gc_bot_choose and gc_play_bot_games."""
     iterations = [s.iterations for s in specs if s.kind == "mcts"]
     return _Workspace(max(iterations)).pointer if iterations else ffi.NULL
 
@@ -109,7 +111,7 @@ class Bot:
     def __init__(self, spec: BotSpec | str):
         self.spec = _as_spec(spec)
         self._c_bot = self.spec.c_bot()
-        self._workspace = _workspace_for(self.spec)
+        self._workspace = mcts_workspace(self.spec)
 
     def choose(self, game: Game) -> int:
         """The bot's action for the side to move.  The game's position is unchanged; its
@@ -148,7 +150,7 @@ def play_games(guerrilla: BotSpec | str, coin: BotSpec | str, seeds, ply_cap: in
     seeds = np.ascontiguousarray(seeds, dtype=np.uint32)
     n = len(seeds)
     winners, plies, ends = np.zeros(n, np.uint8), np.zeros(n, np.uint16), np.zeros(n, np.uint8)
-    workspace = _workspace_for(guerrilla_spec, coin_spec)
+    workspace = mcts_workspace(guerrilla_spec, coin_spec)
     code = lib.gc_play_bot_games(n, ffi.from_buffer("uint32_t[]", seeds), guerrilla_spec.c_bot(), coin_spec.c_bot(),
                                  workspace, ply_cap, ffi.from_buffer("uint8_t[]", winners),
                                  ffi.from_buffer("uint16_t[]", plies), ffi.from_buffer("uint8_t[]", ends))

@@ -311,6 +311,22 @@ class GameBatch:
                                   ffi.from_buffer("int32_t[]", self._actions))
         return self._actions[:len(idx)].copy()
 
+    def bot_apply(self, idx: np.ndarray, bot, workspace=ffi.NULL) -> None:
+        """Lets the engine bot `bot` (a `gc_bot *`, see BotSpec.c_bot) move in each running game
+        idx[k], drawing from the game's own generator; an MCTS bot needs a node pool `workspace`
+        of more than its iterations."""
+        for i in self._indices(idx):
+            state = self._c_states + int(i)
+            action = lib.gc_bot_choose(state, bot, workspace)
+            if action < 0 or lib.gc_apply(state, action) < 0:
+                raise RuntimeError(f"bot found no move in running game {i} (code {action})")
+
+    def declare_coin_win(self, idx: np.ndarray, reason: str) -> None:
+        """Ends running games idx by an outside rule, as Game.declare_coin_win."""
+        code = END_REASONS.index(reason)
+        for i in self._indices(idx):
+            lib.gc_declare_coin_win(self._c_states + int(i), code)
+
     def _index(self, i: int) -> int:
         if not 0 <= i < self.n:
             raise IndexError(f"game {i} is outside the batch of {self.n}")

@@ -19,7 +19,7 @@ import numpy as np
 
 from gcpipe._engine import ffi, lib
 from gcpipe.engine import GameBatch
-from gcpipe.engine.bots import TOURNAMENT_PLY_CAP as PLY_CAP
+from gcpipe.engine.bots import TOURNAMENT_PLY_CAP as PLY_CAP, mcts_workspace
 from gcpipe.engine.game import END_REASONS
 from gcpipe.errors import UserError
 from gcpipe.match.ledger import LedgerWriter, cell_name, wilson_interval, write_summary
@@ -30,7 +30,6 @@ NET_SLOTS = 256                  # concurrent games per worker when a network pl
 NET_CHUNK = 512                  # games per task when a network plays
 BOT_CHUNK = 1000                 # games per task between random/greedy bots (microseconds each)
 _WINNER_NAMES = {1: "guerrilla", 2: "coin"}
-_PLY_CAP_CODE = END_REASONS.index("ply_cap")
 
 
 def game_seed(a: int, b: int, g: int) -> int:
@@ -52,14 +51,8 @@ class CellPlayer:
 
     def __init__(self, guerrilla: Player, coin: Player, slots: int = NET_SLOTS):
         self.players = (guerrilla, coin)
-        iterations = [p.bot.iterations for p in self.players if p.kind == "mcts"]
         # One node pool serves both sides: searches never overlap within a process.
-        self._workspace = ffi.NULL
-        if iterations:
-            pool = lib.gc_mcts_new(max(iterations) + 1)
-            if pool == ffi.NULL:
-                raise MemoryError(f"cannot allocate an MCTS tree of {max(iterations) + 1} nodes")
-            self._workspace = ffi.gc(pool, lib.gc_mcts_free)
+        self._workspace = mcts_workspace(*(p.bot for p in self.players if not p.is_net))
         self._bots = [p.bot.c_bot() if not p.is_net else None for p in self.players]
         self._nets = [_network(p) if p.is_net else None for p in self.players]
         self._slots = slots
@@ -119,7 +112,7 @@ class CellPlayer:
                 rows, net = movers[side], self._nets[side]
                 if net is None:
                     if rows.any():
-                        self._bot_moves(self._bots[side], active[rows])
+                        batch.bot_apply(active[rows], self._bots[side], self._workspace)
                 elif net.full_turn:
                     # rules.md §9: a full-turn net steps on every ply, the waiting side's too (output
                     # discarded), so one forward over all running games serves both.
@@ -128,9 +121,8 @@ class CellPlayer:
                         batch.sample_apply(active[rows], logits[rows])
                 elif rows.any():
                     batch.sample_apply(active[rows], self._forward(net, active[rows], obs[rows]))
-            over_cap = active[(states["winner"][active] == 0) & (states["plies"][active] >= PLY_CAP)]
-            for slot in over_cap:
-                lib.gc_declare_coin_win(batch._c_states + int(slot), _PLY_CAP_CODE)
+            batch.declare_coin_win(active[(states["winner"][active] == 0) & (states["plies"][active] >= PLY_CAP)],
+                                   "ply_cap")
             finished = active[states["winner"][active] != 0]
             if len(finished):
                 games = slot_game[finished]
@@ -145,14 +137,6 @@ class CellPlayer:
             padded = net.forward(np.array([slots[0], self._slots]), np.repeat(obs, 2, axis=0))
             return padded[:1]
         return net.forward(slots, obs)
-
-    def _bot_moves(self, bot, slots: np.ndarray) -> None:
-        c_states = self._batch._c_states
-        for slot in slots:
-            state = c_states + int(slot)
-            action = lib.gc_bot_choose(state, bot, self._workspace)
-            if action < 0 or lib.gc_apply(state, action) < 0:
-                raise RuntimeError(f"bot found no move in a running game (code {action})")
 
 
 def _network(player: Player):
