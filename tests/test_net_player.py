@@ -7,7 +7,7 @@ import torch
 from gcpipe.engine import Game, GameBatch
 from gcpipe.nn import checkpoint as ckpt
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.nn.player import NetworkBot, NetworkPlayer, sample_action
+from gcpipe.nn.player import NetworkBot, NetworkPlayer
 
 
 def _checkpoint(bias=False, seed=0, layout=None):
@@ -133,12 +133,12 @@ def test_sampling_agrees_with_the_batch_and_uses_one_draw():
     for seed in range(1, 30):
         game, batch = Game(seed), GameBatch(1)
         batch.reset(0, seed)
-        action = sample_action(game, logits)
+        action = game.sample_action(logits)
         assert batch.sample_apply(np.array([0]), logits[None]).tolist() == [action]
         game.apply_action(action)
         assert game == batch.game(0)
     with pytest.raises(ValueError, match=r"shape \(256,\)"):
-        sample_action(Game(1), logits[:10])
+        Game(1).sample_action(logits[:10])
 
 
 class _CountingPlayer(NetworkPlayer):

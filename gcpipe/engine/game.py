@@ -169,6 +169,14 @@ class Game:
         """Ends a running game by an outside rule ("ply_cap" or "timeout")."""
         lib.gc_declare_coin_win(self._state, END_REASONS.index(reason))
 
+    def sample_action(self, logits: np.ndarray) -> int:
+        """The rules.md §9 draw: softmax over the legal logits, one draw from the game's generator
+        (advancing it); the caller applies the action.  The same C routine as GameBatch.sample_apply."""
+        logits = np.ascontiguousarray(logits, dtype=np.float32)
+        if logits.shape != (NUM_ACTIONS,):
+            raise ValueError(f"logits must have shape ({NUM_ACTIONS},), got {logits.shape}")
+        return lib.gc_sample_action(self._state, ffi.from_buffer("float[]", logits))
+
     def clone(self) -> "Game":
         other = Game.__new__(Game)
         other._state = ffi.new("gc_state *", self._state[0])

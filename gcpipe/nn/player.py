@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gcpipe._engine import ffi, lib
 from gcpipe.engine import NUM_ACTIONS, OBS_SIZE, Game
 from gcpipe.errors import UserError
 from gcpipe.nn.checkpoint import Checkpoint, load
@@ -156,13 +155,4 @@ class NetworkBot:
         if game.is_terminal():
             raise UserError("the game is over; there is no move to choose")
         logits = self.player.forward(self._slot, game.observation()[None])[0]
-        return sample_action(game, logits)
-
-
-def sample_action(game: Game, logits: np.ndarray) -> int:
-    """The rules.md §9 draw for one game: softmax over the legal logits, one draw from the game's
-    generator (advancing it).  Uses the engine's C routine so it agrees with GameBatch.sample_apply."""
-    logits = np.ascontiguousarray(logits, dtype=np.float32)
-    if logits.shape != (NUM_ACTIONS,):
-        raise ValueError(f"logits must have shape ({NUM_ACTIONS},), got {logits.shape}")
-    return lib.gc_sample_action(game._state, ffi.from_buffer("float[]", logits))
+        return game.sample_action(logits)
