@@ -1,4 +1,5 @@
 """The `gcpipe` command line: each subcommand parses its arguments and calls one library function."""
+import sys
 from pathlib import Path
 
 import typer
@@ -9,7 +10,8 @@ from gcpipe.errors import UserError
 
 
 class _UserErrorsAsOneLine(TyperGroup):
-    """Turns a UserError raised by any subcommand into one line on stderr and exit code 2."""
+    """Turns a UserError raised by any subcommand into one line on stderr and exit code 2, and
+    Ctrl-C into one line and exit code 130 (a stopped match or training resumes on a rerun)."""
 
     def invoke(self, ctx):
         try:
@@ -17,6 +19,11 @@ class _UserErrorsAsOneLine(TyperGroup):
         except UserError as error:
             typer.echo(f"gcpipe: error: {error}", err=True)
             raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            # On a terminal the line starts after the ^C echo (or a progress bar), so end that first.
+            start = "\n" if sys.stderr.isatty() else ""
+            typer.echo(f"{start}gcpipe: interrupted", err=True)
+            raise typer.Exit(130) from None
 
 
 app = typer.Typer(cls=_UserErrorsAsOneLine, no_args_is_help=True, add_completion=False, help=__doc__)

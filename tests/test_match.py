@@ -316,3 +316,13 @@ def test_cli_errors_are_one_line(tmp_path):
         "gcpipe: error: unknown player 'nonsense': not a config player; short specs are random, greedy, "
         "mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], net:PATH"]
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_ctrl_c_is_one_line_and_exit_code_130(monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("gcpipe.match.match", interrupted)
+    result = CliRunner().invoke(app, ["match", "greedy", "random", "--games", "5"])
+    assert result.exit_code == 130
+    assert result.output.strip().splitlines() == ["gcpipe: interrupted"]
