@@ -298,4 +298,9 @@ def test_restart_and_changed_settings_start_the_run_over(tmp_path):
         train("r", _tiny(**settings, **changed), out, restart=restart, echo=lines.append)
         assert not any("continuing" in line for line in lines)
         assert len(_metrics(out / "metrics.csv")) == 4  # all four epochs from the start, none kept
+    # --restart also redoes a finished run (final.bin present) instead of calling it done.
+    lines = []
+    train("r", _tiny(**settings), tmp_path / "rTrue", restart=True, echo=lines.append)
+    assert not any("nothing to do" in line for line in lines)
+    assert len(_metrics(tmp_path / "rTrue" / "metrics.csv")) == 4
 

@@ -54,7 +54,8 @@ def default_run_dir(run: str) -> Path:
 def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False, threads: int | None = None,
           echo=None) -> Path:
     """Trains `run` into `out_dir` (default results/runs/RUN) and returns the directory.  A no-op when
-    final.bin exists for the same config.  `echo(line)` receives progress lines (default stderr)."""
+    final.bin exists for the same config, unless `restart`.  `echo(line)` receives progress lines
+    (default stderr)."""
     out = Path(out_dir) if out_dir is not None else default_run_dir(run)
     if threads is not None:
         if threads <= 0:
@@ -65,7 +66,7 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
                           "total_epochs": config.total_epochs}}
     previous = _read_json(out / "config.json")
     same_config = previous is not None and _comparable(previous) == _comparable(record)
-    if (out / "final.bin").exists() and same_config:
+    if (out / "final.bin").exists() and same_config and not restart:
         (echo or _stderr)(f"{run}: already trained ({out / 'final.bin'}), nothing to do")
         return out
 
