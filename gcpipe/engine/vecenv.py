@@ -25,10 +25,9 @@ import math
 import numpy as np
 
 from gcpipe._engine import ffi, lib
+from gcpipe.engine.bots import KINDS, ROLLOUTS
+from gcpipe.engine.game import NUM_ACTIONS, OBS_SIZE
 from gcpipe.errors import UserError
-
-OPPONENTS = {"random": 0, "greedy": 1, "mcts": 2}
-ROLLOUTS = {"random": 0, "greedy": 1}
 LOG_BANKS = 8
 _ZERO_LOG = ffi.new("gc_env_log *")  # all zeros
 
@@ -67,8 +66,8 @@ class VecEnv:
             raise UserError(f"max_episode_length must be a positive integer, got {max_episode_length!r}")
         if not _is_int(seed) or not 0 <= seed < 2**32:
             raise UserError(f"seed must be an unsigned 32-bit integer, got {seed!r}")
-        if opponent not in OPPONENTS:
-            raise UserError(f"unknown opponent {opponent!r}; choose one of {', '.join(OPPONENTS)}")
+        if opponent not in KINDS:
+            raise UserError(f"unknown opponent {opponent!r}; choose one of {', '.join(KINDS)}")
         if opponent == "mcts" and not selfplay:
             if not _is_int(mcts_iterations) or mcts_iterations <= 0:
                 raise UserError(f"mcts_iterations must be a positive integer, got {mcts_iterations!r}")
@@ -82,8 +81,8 @@ class VecEnv:
         self.selfplay = bool(selfplay)
         self.num_slots = 2 if self.selfplay else 1
         n, s = self.num_envs, self.num_slots
-        self._observations = np.zeros((n, s, 120), np.uint8)
-        self._action_masks = np.zeros((n, s, 256), np.uint8)
+        self._observations = np.zeros((n, s, OBS_SIZE), np.uint8)
+        self._action_masks = np.zeros((n, s, NUM_ACTIONS), np.uint8)
         self._actions = np.zeros((n, s), np.int32)
         self._rewards = np.zeros((n, s), np.float32)
         self._terminals = np.zeros((n, s), np.uint8)
@@ -96,7 +95,7 @@ class VecEnv:
         vec.side = int(side)
         vec.max_episode_length = int(max_episode_length)
         vec.seed = int(seed)
-        vec.bot = {"kind": OPPONENTS[opponent], "iterations": int(mcts_iterations),
+        vec.bot = {"kind": KINDS[opponent], "iterations": int(mcts_iterations),
                    "exploration": float(mcts_exploration), "rollout": ROLLOUTS.get(mcts_rollout, 1)}
         vec.envs = self._envs
         # The C struct points into the numpy arrays; the attributes keep them alive.
