@@ -26,8 +26,7 @@ from scipy.sparse.csgraph import connected_components
 
 from gcpipe.elo.crosstable import CrossTable
 from gcpipe.errors import UserError
-
-SIDES = ("guerrilla", "coin")
+from gcpipe.match.ledger import SIDES
 SIDE_LABELS = {"guerrilla": "Guerrilla", "coin": "COIN"}
 PRIOR_GAMES = 0.5  # per side and played cell
 ELO_PER_NAT = 400 / math.log(10)  # Elo points per unit of natural log-odds
