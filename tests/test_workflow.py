@@ -2,7 +2,6 @@
 with the trainer's and match runner's settings, the match plan, provenance and training plots,
 and the Snakefile itself (lint, dry runs of every shipped config, the SLURM profile, bad input
 stopping the DAG). The smoke DAG end to end (about two minutes) is skipped only when GCPIPE_SKIP_SMOKE_DAG=1."""
-import copy
 import dataclasses
 import hashlib
 import json
