@@ -101,7 +101,7 @@ def load(path, expected_sha256: str | None = None) -> Checkpoint:
         if bad:
             raise UserError(f"checkpoint {path} holds {bad} NaN/inf value(s) in tensor {name}")
     model = MinGRUPolicy(HIDDEN, LAYERS, OBS_SIZE, NUM_ACTIONS, bias=layout != "5c")
-    _fill(model, arrays, layout)
+    _fill(model, arrays)
     model.eval()
     return Checkpoint(model=model, layout=layout, sha256=sha256, size=len(data),
                       has_value_head=layout != "legacy", full_turn=layout != "legacy", path=path)
@@ -213,7 +213,7 @@ def _bias_array(linear: torch.nn.Linear, size: int) -> np.ndarray:
 
 
 @torch.no_grad()
-def _fill(model: MinGRUPolicy, arrays: dict[str, np.ndarray], layout: str) -> None:
+def _fill(model: MinGRUPolicy, arrays: dict[str, np.ndarray]) -> None:
     def tensor(name):
         return torch.from_numpy(arrays[name].astype(np.float32))
 
