@@ -96,10 +96,15 @@ def field_checkpoints():
     return sorted({path for name in config["matches"]["field"] for path in checkpoint_of(name)})
 
 
-def shard_ledgers(wildcards):
+def shard_summaries(wildcards):
     cell = CELLS[f"{wildcards.guerrilla}__{wildcards.coin}"]
-    return [f"results/matches/shards/{cell.name}/{first}-{games}.jsonl"
+    return [f"results/matches/shards/{cell.name}/{first}-{games}.json"
             for first, games in shards(cell.games, config["matches"]["shard_size"])]
+
+
+def ledger_of(summary):
+    """The ledger `gcpipe match` writes beside a summary (X.json <- X.jsonl)."""
+    return summary.removesuffix(".json") + ".jsonl"
 
 
 rule all:
@@ -166,8 +171,11 @@ rule match:
         lambda wildcards: checkpoint_of(wildcards.guerrilla),
         lambda wildcards: checkpoint_of(wildcards.coin),
     output:
-        "results/matches/shards/{guerrilla}__{coin}/{first}-{games}.jsonl",
+        # The summary, written when the shard is complete.  The ledger beside it is not a declared
+        # output, so a failed or killed job's ledger survives and the rerun plays only the missing games.
+        "results/matches/shards/{guerrilla}__{coin}/{first}-{games}.json",
     params:
+        ledger=lambda wildcards, output: ledger_of(output[0]),
         # The players' settings and roster positions fix every game's seed and play.
         players=lambda wildcards: json.dumps([PLAYERS[wildcards.guerrilla], PLAYERS[wildcards.coin]], sort_keys=True),
         roster_g=lambda wildcards: ROSTER[wildcards.guerrilla],
@@ -186,23 +194,24 @@ rule match:
     shell:
         "gcpipe match {wildcards.guerrilla} {wildcards.coin} --config {params.config}"
         " --first-game {wildcards.first} --games {wildcards.games} --roster-g {params.roster_g} --roster-c {params.roster_c}"
-        " --workers {threads} --out {output} > {log} 2>&1"
+        " --workers {threads} --out {params.ledger} > {log} 2>&1"
 
 
 rule merge:
     input:
-        shard_ledgers,
+        shard_summaries,
     output:
         ledger="results/matches/{guerrilla}__{coin}.jsonl",
         summary="results/matches/{guerrilla}__{coin}.json",
     params:
+        ledgers=lambda wildcards, input: " ".join(ledger_of(summary) for summary in input),
         games=lambda wildcards: CELLS[f"{wildcards.guerrilla}__{wildcards.coin}"].games,
     conda:
         SOFTWARE
     log:
         "results/logs/merge/{guerrilla}__{coin}.log",
     shell:
-        "gcpipe merge {input} --games {params.games} --out {output.ledger} > {log} 2>&1"
+        "gcpipe merge {params.ledgers} --games {params.games} --out {output.ledger} > {log} 2>&1"
 
 
 rule elo:

@@ -373,7 +373,7 @@ def test_dry_run_of_the_smoke_config_shards_large_cells(tmp_path):
     # 16 cells: the 9 without MCTS have 12 games (shards 0-8, 8-4), the 7 with MCTS have 6.
     assert job_counts(result.stdout) == {"build_engine": 1, "match": 25, "train": 2, "merge": 16, "report": 2,
                                          "elo": 1, "provenance": 1, "all": 1}
-    assert "results/matches/shards/random__baseline/8-4.jsonl" in result.stdout
+    assert "results/matches/shards/random__baseline/8-4.json" in result.stdout
     # The smoke config replaced the default rather than being merged into it.
     assert "mcts2k" not in result.stdout
 
