@@ -41,6 +41,15 @@ if (Path(sys.executable).parent / "gcpipe").exists():
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+# `--cores` is a budget, not the machine: `snakemake --cores 8` on a 2-core laptop would run four
+# 2-thread jobs at once, and oversubscribed torch/OpenMP threads slow training several-fold.  A
+# local run therefore also books CPU-bound jobs against the cores this process may use (the
+# `cpus` resource; `--resources cpus=N` overrides).  Cluster executors place jobs themselves.
+LOCAL_CPUS = len(os.sched_getaffinity(0))
+if workflow.local_exec and "cpus" not in workflow.global_resources:
+    workflow.register_resource("cpus", LOCAL_CPUS)
+
+
 report: "report/workflow.rst"
 
 
@@ -159,6 +168,7 @@ rule train:
         "results/benchmarks/train/{run}.tsv"
     threads: 2
     resources:
+        cpus=lambda wildcards, threads: min(threads, LOCAL_CPUS),
         mem_mb=8000,
         runtime=240,
     shell:
@@ -189,6 +199,7 @@ rule match:
         "results/benchmarks/match/{guerrilla}__{coin}/{first}-{games}.tsv"
     threads: 2
     resources:
+        cpus=lambda wildcards, threads: min(threads, LOCAL_CPUS),
         mem_mb=2000,
         runtime=120,
     shell:
