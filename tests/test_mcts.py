@@ -4,6 +4,7 @@ The key oracle is `reference_mcts` below, written from the spec text in plain Py
 the Game API: the C search must pick the same move *and* leave the generator in the same state,
 which pins the draw order (expansion draw, then rollout draws, per iteration)."""
 import math
+import struct
 
 import numpy as np
 import pytest
@@ -50,6 +51,7 @@ def reference_mcts(game: Game, iterations: int, c: float, rollout: str) -> int:
     if len(legal) <= 1:
         return legal[0] if legal else 0
     draw = Draws(game.rng_state)
+    c = struct.unpack("f", struct.pack("f", c))[0]  # the reference's c is a float
     root = Node(None, None, None)
     for _ in range(iterations):
         sim, node = game.clone(), root
