@@ -45,7 +45,7 @@ if (Path(sys.executable).parent / "gcpipe").exists():
 # 2-thread jobs at once, and oversubscribed torch/OpenMP threads slow training several-fold.  A
 # local run therefore also books CPU-bound jobs against the cores this process may use (the
 # `cpus` resource; `--resources cpus=N` overrides).  Cluster executors place jobs themselves.
-LOCAL_CPUS = len(os.sched_getaffinity(0))
+LOCAL_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 if workflow.local_exec and "cpus" not in workflow.global_resources:
     workflow.register_resource("cpus", LOCAL_CPUS)
 
