@@ -16,23 +16,9 @@ SIDES = {"guerrilla": GUERRILLA, "coin": COIN}
 _HINT_COUNT = 12
 
 
-class _NetOpponent:
-    """A network player of one Game: full-turn nets also step on the person's plies (rules.md §9)."""
-
-    def __init__(self, path: str):
-        from gcpipe.nn.player import NetworkBot, NetworkPlayer
-
-        self._bot = NetworkBot(NetworkPlayer(path))
-        self._bot.new_game()
-
-    def observe(self, game: Game) -> None:
-        self._bot.observe(game)
-
-    def choose(self, game: Game) -> int:
-        return self._bot.choose(game)
-
-
 class _BotOpponent:
+    """A built-in bot with the opponent interface of NetworkBot (observe, choose)."""
+
     def __init__(self, bot: Bot):
         self._bot = bot
 
@@ -49,7 +35,14 @@ def make_opponent(spec: str, config=None):
 
     book = PlayerBook.from_config_file(config) if config else PlayerBook()
     player = book.resolve(spec)
-    return (_NetOpponent(player.path) if player.is_net else _BotOpponent(Bot(player.bot))), player.name
+    if not player.is_net:
+        return _BotOpponent(Bot(player.bot)), player.name
+    from gcpipe.nn.player import NetworkBot, NetworkPlayer
+
+    # full-turn nets also step on the person's plies (rules.md §9), as the player says
+    opponent = NetworkBot(NetworkPlayer(player.path, full_turn=player.full_turn))
+    opponent.new_game()
+    return opponent, player.name
 
 
 def legal_move_hint(game: Game, everything: bool = False) -> str:
