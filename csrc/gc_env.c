@@ -1,83 +1,12 @@
 #include "gc_env.h"
 #include "gc_mcts.h"
-#include "gc_tables.h"
 #include <string.h>
-
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "gc_env.c writes byte rows through little-endian words"
-#endif
-
-#define POINTS_ALL ((1ULL << GC_NUM_POINTS) - 1)
-#define POINTS_COL0 0x0040810204081ULL       /* grid column gx = 0 */
-#define POINTS_COL6 (POINTS_COL0 << 6)       /* grid column gx = 6 */
-#define SQUARES_FILE_A 0x0101010101010101ULL /* x = 0 */
-#define SQUARES_FILE_H 0x8080808080808080ULL /* x = 7 */
 
 static uint64_t splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
-}
-
-/* Spreads the 16 bits of x to every fourth bit (bit i -> bit 4i). */
-static inline uint64_t spread_stride4(uint64_t x) {
-    x &= 0xFFFF;
-    x = (x | x << 24) & 0x000000FF000000FFULL;
-    x = (x | x << 12) & 0x000F000F000F000FULL;
-    x = (x | x << 6) & 0x0303030303030303ULL;
-    x = (x | x << 3) & 0x1111111111111111ULL;
-    return x;
-}
-
-/* Writes mask bytes 4p..4p+3 for positions p < 16 * blocks: byte 4p+k = bit p of legal[k].
- * Interleaving the four boards gives the mask as a bit string (bit 4p+k), written 8 bytes at a time. */
-static inline void write_mask_rows(const uint64_t legal[4], int blocks, uint8_t *mask) {
-    for (int j = 0; j < blocks; j++) {
-        uint64_t bits = spread_stride4(legal[0] >> 16 * j) | spread_stride4(legal[1] >> 16 * j) << 1 |
-                        spread_stride4(legal[2] >> 16 * j) << 2 | spread_stride4(legal[3] >> 16 * j) << 3;
-        for (int b = 0; b < 8; b++) {
-            uint64_t w = gc_bits_to_bytes8(bits >> 8 * b);
-            memcpy(mask + 64 * j + 8 * b, &w, 8);
-        }
-    }
-}
-
-/* The legal actions of the side to move as direction bitboards: bit p of legal[k] is action
- * 4p+k (Guerrilla: first point p, direction k; COIN: source square p, direction k).  All zero
- * once the game is over. */
-static void legal_boards(const gc_state *s, uint64_t legal[4]) {
-    if (s->winner) {
-        legal[0] = legal[1] = legal[2] = legal[3] = 0;
-    } else if (s->to_move == GC_GUERRILLA) {
-        uint64_t empty = ~s->stones & POINTS_ALL;
-        uint64_t firsts = s->stones_placed == 0 ? POINTS_ALL
-            : (((s->stones << 1) & ~POINTS_COL0) | ((s->stones >> 1) & ~POINTS_COL6) | (s->stones << 7) |
-               (s->stones >> 7)) & empty;
-        legal[0] = firsts & (empty >> 7);                 /* down: second = first + 7 */
-        legal[1] = firsts & (empty >> 1) & ~POINTS_COL6;  /* right: first + 1 */
-        legal[2] = firsts & (empty << 1) & ~POINTS_COL0;  /* left: first - 1 */
-        legal[3] = firsts & (empty << 7);                 /* up: first - 7 */
-    } else if (s->must_capture) {
-        int src = s->previous_cell;
-        for (int d = 0; d < 4; d++) {
-            int dst = GC_COIN_DST[src][d], crossed = GC_COIN_CROSSED[src][d];
-            legal[d] = (dst >= 0 && !(s->coins >> dst & 1) && (s->stones >> crossed & 1)) ? 1ULL << src : 0;
-        }
-    } else {
-        uint64_t free = ~s->coins;
-        legal[0] = s->coins & (free << 9) & ~SQUARES_FILE_A;  /* up-left: dst = src - 9 */
-        legal[1] = s->coins & (free << 7) & ~SQUARES_FILE_H;  /* up-right: src - 7 */
-        legal[2] = s->coins & (free >> 7) & ~SQUARES_FILE_A;  /* down-left: src + 7 */
-        legal[3] = s->coins & (free >> 9) & ~SQUARES_FILE_H;  /* down-right: src + 9 */
-    }
-}
-
-/* The 256-byte legal-action mask (the bytes gc_action_mask writes). */
-static void write_action_mask(const gc_state *s, uint8_t *mask) {
-    uint64_t legal[4];
-    legal_boards(s, legal);
-    write_mask_rows(legal, 4, mask);  /* Guerrilla boards are zero beyond point 48 */
 }
 
 /* Bot mode: the bot plays until it is the agent's turn or the game is over. */
@@ -110,14 +39,14 @@ static void write_env_view(const gc_vec *v, const gc_env *e, int i) {
     gc_observation(&e->game, obs);
     sides[0] = e->slot0_side;
     if (slots == 1) {
-        write_action_mask(&e->game, mask);
+        gc_action_mask(&e->game, mask);
         return;
     }
     memcpy(obs + GC_OBS_SIZE, obs, GC_OBS_SIZE);
     sides[1] = (uint8_t)(GC_GUERRILLA + GC_COIN - e->slot0_side);
     int actor = e->game.to_move == e->slot0_side ? 0 : 1;
     uint8_t *waiting = mask + (1 - actor) * GC_NUM_ACTIONS;
-    write_action_mask(&e->game, mask + actor * GC_NUM_ACTIONS);
+    gc_action_mask(&e->game, mask + actor * GC_NUM_ACTIONS);
     memset(waiting, 0, GC_NUM_ACTIONS);
     waiting[GC_PASS_ACTION] = 1;
 }
@@ -261,7 +190,7 @@ void gc_vec_random_actions(gc_vec *v, uint64_t *rng) {
     for (int i = 0; i < v->num_envs; i++) {
         const gc_env *e = &v->envs[i];
         uint64_t legal[4];
-        legal_boards(&e->game, legal);
+        gc_legal_boards(&e->game, legal);
         int counts[4], n = 0;
         for (int k = 0; k < 4; k++) n += counts[k] = __builtin_popcountll(legal[k]);
         int32_t *row = v->actions + (size_t)i * slots;

@@ -46,10 +46,6 @@ int gc_mcts_capacity(const gc_mcts *ws) { return ws->capacity; }
 /* ---- Rollout policies on bitboards.  They reproduce gc_bot_random / gc_bot_greedy (same
  * action, same single draw) without listing the ~150 Guerrilla actions per ply. ---- */
 
-#define POINTS_ALL ((1ULL << GC_NUM_POINTS) - 1)
-#define POINTS_COL0 0x0040810204081ULL /* grid column 0; column 6 is this << 6 */
-#define POINTS_COL6 (POINTS_COL0 << 6)
-
 /* Offset of the second point in direction k (down, right, left, up; rules.md §2). */
 static const int SECOND_OFFSET[4] = {7, 1, -1, -7};
 
@@ -75,16 +71,7 @@ static int count_actions(const uint64_t masks[4]) {
 
 /* legal[k] has bit `first` set when Guerrilla action first*4+k is legal (rules.md §2). */
 static int guerrilla_legal_by_direction(const gc_state *s, uint64_t legal[4]) {
-    uint64_t empty = ~s->stones & POINTS_ALL;
-    uint64_t placeable = POINTS_ALL;
-    if (s->stones_placed != 0) {
-        uint64_t b = s->stones;
-        placeable = (((b << 1) & ~POINTS_COL0) | ((b >> 1) & ~POINTS_COL6) | (b << 7) | (b >> 7)) & empty;
-    }
-    legal[0] = placeable & (empty >> 7);
-    legal[1] = placeable & (empty >> 1) & ~POINTS_COL6;
-    legal[2] = placeable & (empty << 1) & ~POINTS_COL0;
-    legal[3] = placeable & (empty << 7);
+    gc_legal_boards(s, legal);
     return count_actions(legal);
 }
 

@@ -1,16 +1,11 @@
 #include "gc_rules.h"
-#include "gc_tables.h"
 #include <math.h>
 #include <string.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "gc_observation writes byte rows through little-endian words"
+#error "gc_observation and gc_action_mask write byte rows through little-endian words"
 #endif
 
-#define POINTS_ALL ((1ULL << GC_NUM_POINTS) - 1)
-/* Points in grid column 0 and column 6, for the left/right neighbour shifts. */
-#define POINTS_COL0 0x0040810204081ULL
-#define POINTS_COL6 (POINTS_COL0 << 6)
 /* Squares (3,2) (2,3) (4,3) (3,4) (5,4) (4,5), all of odd x+y.  rules.md §1 also lists their
  * indices as 19, 26, 28, 35, 37, 45, but (4,5) is index 44 (45 would be (5,5), of even parity);
  * the coordinates are right: with 44 the published Random/Greedy cells come out exactly. */
@@ -34,21 +29,11 @@ void gc_reset(gc_state *s, uint32_t seed) {
     s->previous_cell = -1;
 }
 
-/* Points orthogonally adjacent to any point of `b`. */
-static inline uint64_t neighbours(uint64_t b) {
-    return (((b << 1) & ~POINTS_COL0) | ((b >> 1) & ~POINTS_COL6) | (b << 7) | (b >> 7)) & POINTS_ALL;
-}
-
-static inline uint64_t placeable_points(const gc_state *s) {
-    if (s->stones_placed == 0) return POINTS_ALL;
-    return neighbours(s->stones) & ~s->stones;
-}
-
 static int guerrilla_legal(const gc_state *s, int action) {
     if (action < 0 || action >= GC_NUM_POINTS * 4) return 0;
     int first = action >> 2, second = GC_SECOND_POINT[first][action & 3];
     if (second < 0 || (s->stones >> second & 1)) return 0;
-    return (int)(placeable_points(s) >> first & 1);
+    return (int)(gc_placeable_points(s) >> first & 1);
 }
 
 static int coin_legal(const gc_state *s, int action) {
@@ -69,8 +54,8 @@ int gc_legal_actions(const gc_state *s, int16_t *out) {
     int n = 0;
     if (s->winner) return 0;
     if (s->to_move == GC_GUERRILLA) {
-        uint64_t empty = ~s->stones & POINTS_ALL;
-        for (uint64_t firsts = placeable_points(s); firsts; firsts &= firsts - 1) {
+        uint64_t empty = ~s->stones & GC_POINTS_ALL;
+        for (uint64_t firsts = gc_placeable_points(s); firsts; firsts &= firsts - 1) {
             int first = __builtin_ctzll(firsts);
             const int8_t *second = GC_SECOND_POINT[first];
             for (int k = 0; k < 4; k++)
@@ -91,11 +76,42 @@ int gc_legal_actions(const gc_state *s, int16_t *out) {
     return n;
 }
 
+/* Bits 0..7 of `bits` as eight bytes 0/1 (byte i = bit i): replicate the byte, keep bit i in
+ * byte i, then turn every nonzero byte into 1 (adding 0x7F never carries out of a byte here). */
+static inline uint64_t gc_bits_to_bytes8(uint64_t bits) {
+    uint64_t t = ((bits & 0xFF) * 0x0101010101010101ULL) & 0x8040201008040201ULL;
+    return ((t + 0x7F7F7F7F7F7F7F7FULL) >> 7) & 0x0101010101010101ULL;
+}
+
+/* Spreads the 16 bits of x to every fourth bit (bit i -> bit 4i). */
+static inline uint64_t spread_stride4(uint64_t x) {
+    x &= 0xFFFF;
+    x = (x | x << 24) & 0x000000FF000000FFULL;
+    x = (x | x << 12) & 0x000F000F000F000FULL;
+    x = (x | x << 6) & 0x0303030303030303ULL;
+    x = (x | x << 3) & 0x1111111111111111ULL;
+    return x;
+}
+
+/* Writes mask bytes 4p..4p+3 for positions p < 16 * blocks: byte 4p+k = bit p of legal[k].
+ * Interleaving the four boards gives the mask as a bit string (bit 4p+k), written 8 bytes at a time. */
+static inline void write_mask_rows(const uint64_t legal[4], int blocks, uint8_t *mask) {
+    for (int j = 0; j < blocks; j++) {
+        uint64_t bits = spread_stride4(legal[0] >> 16 * j) | spread_stride4(legal[1] >> 16 * j) << 1 |
+                        spread_stride4(legal[2] >> 16 * j) << 2 | spread_stride4(legal[3] >> 16 * j) << 3;
+        for (int b = 0; b < 8; b++) {
+            uint64_t w = gc_bits_to_bytes8(bits >> 8 * b);
+            memcpy(mask + 64 * j + 8 * b, &w, 8);
+        }
+    }
+}
+
+
+
 void gc_action_mask(const gc_state *s, uint8_t *mask) {
-    int16_t legal[GC_NUM_ACTIONS];
-    int n = gc_legal_actions(s, legal);
-    memset(mask, 0, GC_NUM_ACTIONS);
-    for (int i = 0; i < n; i++) mask[legal[i]] = 1;
+    uint64_t legal[4];
+    gc_legal_boards(s, legal);
+    write_mask_rows(legal, 4, mask); /* Guerrilla boards are zero beyond point 48 */
 }
 
 /* The 120 bytes of rules.md §5, written with word stores (the batch env writes one per env step).  Stones fill
@@ -154,12 +170,12 @@ static int coin_has_capture(const gc_state *s, int src) {
 
 /* Whether the side to move has any legal action, by bitboards (no enumeration). */
 static int side_has_legal_action(const gc_state *s) {
-    if (s->to_move == GC_GUERRILLA) return (placeable_points(s) & neighbours(~s->stones & POINTS_ALL)) != 0;
+    if (s->to_move == GC_GUERRILLA) return (gc_placeable_points(s) & gc_neighbours(~s->stones & GC_POINTS_ALL)) != 0;
     if (s->must_capture) return 1; /* a chain is only entered when a capture exists */
     uint64_t free = ~s->coins;
     /* a coin can step to a free diagonal neighbour: up-left/down-left need x > 0, up-right/down-right x < 7 */
-    return (s->coins & ((((free << 9) | (free >> 7)) & ~0x0101010101010101ULL) |
-                        (((free << 7) | (free >> 9)) & ~0x8080808080808080ULL))) != 0;
+    return (s->coins & ((((free << 9) | (free >> 7)) & ~GC_SQUARES_FILE_A) |
+                        (((free << 7) | (free >> 9)) & ~GC_SQUARES_FILE_H))) != 0;
 }
 
 int gc_apply(gc_state *s, int action) {
@@ -216,7 +232,7 @@ int gc_action_captures(const gc_state *s, int action) {
 }
 
 int gc_validate(const gc_state *s) {
-    if (s->stones & ~POINTS_ALL) return GC_INVALID_BITS;
+    if (s->stones & ~GC_POINTS_ALL) return GC_INVALID_BITS;
     int on_board = gc_stones_on_board(s), coins = gc_coin_count(s);
     if (coins > 6 || s->stones_placed > GC_STONE_SUPPLY || on_board > s->stones_placed)
         return GC_INVALID_COUNTS;

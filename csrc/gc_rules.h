@@ -4,6 +4,8 @@
 #define GC_RULES_H
 #include <stdint.h>
 
+#include "gc_tables.h"
+
 #define GC_OBS_SIZE 120
 #define GC_NUM_ACTIONS 256
 #define GC_PASS_ACTION 255
@@ -48,7 +50,7 @@ void gc_reset(gc_state *s, uint32_t seed);
  * (0 once the game is over).  `out` holds at least 256 entries. */
 int gc_legal_actions(const gc_state *s, int16_t *out);
 int gc_is_legal(const gc_state *s, int action);
-/* 256 bytes, 1 per legal action. */
+/* 256 bytes, 1 per legal action (written from gc_legal_boards, 8 bytes at a time). */
 void gc_action_mask(const gc_state *s, uint8_t *mask);
 /* 120 bytes (rules.md §5). */
 void gc_observation(const gc_state *s, uint8_t *obs);
@@ -71,13 +73,6 @@ int gc_validate(const gc_state *s);
 static inline int gc_stones_on_board(const gc_state *s) { return __builtin_popcountll(s->stones); }
 static inline int gc_coin_count(const gc_state *s) { return __builtin_popcountll(s->coins); }
 
-/* Bits 0..7 of `bits` as eight bytes 0/1 (byte i = bit i): replicate the byte, keep bit i in
- * byte i, then turn every nonzero byte into 1 (adding 0x7F never carries out of a byte here). */
-static inline uint64_t gc_bits_to_bytes8(uint64_t bits) {
-    uint64_t t = ((bits & 0xFF) * 0x0101010101010101ULL) & 0x8040201008040201ULL;
-    return ((t + 0x7F7F7F7F7F7F7F7FULL) >> 7) & 0x0101010101010101ULL;
-}
-
 /* Captures a legal action would make, without changing the board (the Greedy score). */
 int gc_action_captures(const gc_state *s, int action);
 
@@ -90,5 +85,49 @@ int gc_sample_action(gc_state *s, const float *logits);
 void gc_batch_observe(const gc_state *states, const int32_t *idx, int n, uint8_t *obs, uint8_t *mask);
 /* Samples (gc_sample_action) and applies a move in each selected game; writes the actions. */
 void gc_batch_sample_apply(gc_state *states, const int32_t *idx, int n, const float *logits, int32_t *actions);
+
+/* ---- Bitboard geometry shared by the rules, the batch env and the MCTS rollouts (inline: hot paths). */
+#define GC_POINTS_ALL ((1ULL << GC_NUM_POINTS) - 1)
+/* Points in grid column 0 and column 6, for the left/right neighbour shifts. */
+#define GC_POINTS_COL0 0x0040810204081ULL
+#define GC_POINTS_COL6 (GC_POINTS_COL0 << 6)
+#define GC_SQUARES_FILE_A 0x0101010101010101ULL /* x = 0 */
+#define GC_SQUARES_FILE_H 0x8080808080808080ULL /* x = 7 */
+
+/* Points orthogonally adjacent to any point of `b`. */
+static inline uint64_t gc_neighbours(uint64_t b) {
+    return (((b << 1) & ~GC_POINTS_COL0) | ((b >> 1) & ~GC_POINTS_COL6) | (b << 7) | (b >> 7)) & GC_POINTS_ALL;
+}
+
+static inline uint64_t gc_placeable_points(const gc_state *s) {
+    if (s->stones_placed == 0) return GC_POINTS_ALL;
+    return gc_neighbours(s->stones) & ~s->stones;
+}
+
+/* The legal actions as direction bitboards: bit p of legal[k] is action 4p+k (Guerrilla: first
+ * point p, direction k; COIN: source square p, direction k).  All zero once the game is over. */
+static inline void gc_legal_boards(const gc_state *s, uint64_t legal[4]) {
+    if (s->winner) {
+        legal[0] = legal[1] = legal[2] = legal[3] = 0;
+    } else if (s->to_move == GC_GUERRILLA) {
+        uint64_t empty = ~s->stones & GC_POINTS_ALL, firsts = gc_placeable_points(s);
+        legal[0] = firsts & (empty >> 7);                    /* down: second = first + 7 */
+        legal[1] = firsts & (empty >> 1) & ~GC_POINTS_COL6;  /* right: first + 1 */
+        legal[2] = firsts & (empty << 1) & ~GC_POINTS_COL0;  /* left: first - 1 */
+        legal[3] = firsts & (empty << 7);                    /* up: first - 7 */
+    } else if (s->must_capture) {
+        int src = s->previous_cell;
+        for (int d = 0; d < 4; d++) {
+            int dst = GC_COIN_DST[src][d], crossed = GC_COIN_CROSSED[src][d];
+            legal[d] = (dst >= 0 && !(s->coins >> dst & 1) && (s->stones >> crossed & 1)) ? 1ULL << src : 0;
+        }
+    } else {
+        uint64_t free = ~s->coins;
+        legal[0] = s->coins & (free << 9) & ~GC_SQUARES_FILE_A;  /* up-left: dst = src - 9 */
+        legal[1] = s->coins & (free << 7) & ~GC_SQUARES_FILE_H;  /* up-right: src - 7 */
+        legal[2] = s->coins & (free >> 7) & ~GC_SQUARES_FILE_A;  /* down-left: src + 7 */
+        legal[3] = s->coins & (free >> 9) & ~GC_SQUARES_FILE_H;  /* down-right: src + 9 */
+    }
+}
 
 #endif
