@@ -29,49 +29,21 @@ void gc_reset(gc_state *s, uint32_t seed) {
     s->previous_cell = -1;
 }
 
-static int guerrilla_legal(const gc_state *s, int action) {
-    if (action < 0 || action >= GC_NUM_POINTS * 4) return 0;
-    int first = action >> 2, second = GC_SECOND_POINT[first][action & 3];
-    if (second < 0 || (s->stones >> second & 1)) return 0;
-    return (int)(gc_placeable_points(s) >> first & 1);
-}
-
-static int coin_legal(const gc_state *s, int action) {
-    if (action < 0 || action >= GC_NUM_ACTIONS) return 0;
-    int src = action >> 2, d = action & 3, dst = GC_COIN_DST[src][d];
-    if (!(s->coins >> src & 1) || dst < 0 || (s->coins >> dst & 1)) return 0;
-    if (s->must_capture)
-        return src == s->previous_cell && (s->stones >> GC_COIN_CROSSED[src][d] & 1);
-    return 1;
-}
-
 int gc_is_legal(const gc_state *s, int action) {
-    if (s->winner) return 0;
-    return s->to_move == GC_GUERRILLA ? guerrilla_legal(s, action) : coin_legal(s, action);
+    if (action < 0 || action >= GC_NUM_ACTIONS) return 0;
+    uint64_t legal[4];
+    gc_legal_boards(s, legal);
+    return (int)(legal[action & 3] >> (action >> 2) & 1);
 }
 
 int gc_legal_actions(const gc_state *s, int16_t *out) {
+    uint64_t legal[4];
+    gc_legal_boards(s, legal);
     int n = 0;
-    if (s->winner) return 0;
-    if (s->to_move == GC_GUERRILLA) {
-        uint64_t empty = ~s->stones & GC_POINTS_ALL;
-        for (uint64_t firsts = gc_placeable_points(s); firsts; firsts &= firsts - 1) {
-            int first = __builtin_ctzll(firsts);
-            const int8_t *second = GC_SECOND_POINT[first];
-            for (int k = 0; k < 4; k++)
-                if (second[k] >= 0 && (empty >> second[k] & 1)) out[n++] = (int16_t)(first * 4 + k);
-        }
-        return n;
-    }
-    uint64_t sources = s->must_capture ? 1ULL << s->previous_cell : s->coins;
-    for (; sources; sources &= sources - 1) {
-        int src = __builtin_ctzll(sources);
-        for (int d = 0; d < 4; d++) {
-            int dst = GC_COIN_DST[src][d];
-            if (dst < 0 || (s->coins >> dst & 1)) continue;
-            if (s->must_capture && !(s->stones >> GC_COIN_CROSSED[src][d] & 1)) continue;
-            out[n++] = (int16_t)(src * 4 + d);
-        }
+    for (uint64_t from = legal[0] | legal[1] | legal[2] | legal[3]; from; from &= from - 1) {
+        int p = __builtin_ctzll(from);
+        for (int k = 0; k < 4; k++)
+            if (legal[k] >> p & 1) out[n++] = (int16_t)(p * 4 + k);
     }
     return n;
 }
@@ -105,8 +77,6 @@ static inline void write_mask_rows(const uint64_t legal[4], int blocks, uint8_t 
         }
     }
 }
-
-
 
 void gc_action_mask(const gc_state *s, uint8_t *mask) {
     uint64_t legal[4];
