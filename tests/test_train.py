@@ -218,6 +218,30 @@ def test_selfplay_slots_passes_rewards_and_pool_swaps_at_boundaries():
     assert 0 < wins < games
 
 
+@pytest.mark.parametrize("side_value", [True, False])
+def test_selfplay_values_are_read_per_side(side_value):
+    """Both slots see the same observations, so with side_value the COIN rows take their value
+    from the pass logit (decoder row 255) and the Guerrilla rows from the value row."""
+    ppo = PPO(_tiny(side_value=side_value))
+    sides = []
+    real_step = ppo.env.step
+
+    def recording_step(actions=None):
+        sides.append(ppo.env.slot_sides[:, 0].copy())
+        real_step(actions)
+
+    ppo.env.step = recording_step
+    ppo.collect()
+    coin = torch.from_numpy(np.stack(sides, axis=1) == 2)
+    assert coin.any() and (~coin).any()
+    logits, values = forward_segments(ppo.policy, ppo.buf_obs, ppo.buf_initial_state, ppo.buf_starts)
+    expected = torch.where(coin, logits[..., PASS], values) if side_value else values
+    assert torch.allclose(ppo.buf_values, expected, atol=1e-5)
+    assert not torch.allclose(logits[..., PASS][coin], values[coin], atol=1e-3)   # the two really differ
+    if side_value:
+        assert torch.equal(ppo.buf_coin, coin)
+
+
 # ------------------------------------------------------------------ run folder
 def _metrics(path):
     with open(path, newline="") as handle:

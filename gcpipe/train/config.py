@@ -58,6 +58,13 @@ class TrainConfig:
     pool_size: int = 100
     frozen_banks: int = 8
     train_slot_1: bool = False      # also learn from slot 1 where it is the current policy
+    # Self-play value per side.  Both slots see the same observations (rules.md §5), so a single
+    # value output cannot tell whether a row is the Guerrilla or the COIN of its game.  With
+    # this set, COIN rows read their value from decoder row 255 (the pass logit, which never
+    # decides an action: it is the waiting slot's only legal action and never legal for the
+    # actor) and Guerrilla rows from the value row, so the checkpoint layout is unchanged.
+    # Bot mode needs no such split (the agent sees only its own turns) and ignores it.
+    side_value: bool = True
     # Outputs.
     layout: str = "5c"              # checkpoint layout: 5c | 5c-bias | legacy (bias layouts train biases)
     checkpoint_interval: int = 20   # epochs between checkpoints, pool snapshots and resume states

@@ -27,6 +27,8 @@ from gcpipe.train.pool import OpponentPool
 from gcpipe.train.sequence import forward_segments
 
 ILLEGAL_LOGIT = -1e4   # model.md §3: finite, so log-probs and entropy stay finite
+COIN_VALUE_ROW = 255   # the pass logit, read as the COIN rows' value with `side_value` (config.py)
+COIN = 2               # slot_sides code of COIN (rules.md §6; 1 is Guerrilla)
 
 
 def masked_logits(logits: Tensor, mask: Tensor) -> Tensor:
@@ -63,6 +65,11 @@ def vtrace_gae(rewards: Tensor, values: Tensor, terminals: Tensor, bootstrap: Te
     return advantages
 
 
+def side_values(logits: Tensor, values: Tensor, coin: Tensor | None) -> Tensor:
+    """Each row's value: the value output, or for COIN rows (`coin` true) the raw pass logit."""
+    return values if coin is None else torch.where(coin, logits[..., COIN_VALUE_ROW], values)
+
+
 def cosine_lr(config: TrainConfig, epoch: int) -> float:
     if not config.anneal_lr:
         return config.learning_rate
@@ -96,6 +103,8 @@ class PPO:
         self.actions = torch.from_numpy(self.env.actions).view(num_rows)
         self.rewards = torch.from_numpy(self.env.rewards).view(num_rows)
         self.terminals = torch.from_numpy(self.env.terminals).view(num_rows)
+        self.sides = torch.from_numpy(self.env.slot_sides).view(num_rows)
+        self.side_value = c.side_value and c.selfplay
 
         # Which rows play what.
         first_historical = c.num_envs - c.num_historical_envs
@@ -134,6 +143,7 @@ class PPO:
         self.buf_rewards = torch.zeros(rows, horizon)
         self.buf_terminals = torch.zeros(rows, horizon)
         self.buf_starts = torch.zeros(rows, horizon, dtype=torch.bool)
+        self.buf_coin = torch.zeros(rows, horizon, dtype=torch.bool)   # the row plays COIN this step
         self.buf_initial_state = torch.zeros(self.policy.layers, rows, self.policy.hidden)
         self.buf_bootstrap = torch.zeros(rows)
 
@@ -150,6 +160,9 @@ class PPO:
             mask = self.masks if rows is None else self.masks[rows]
             state = self.state if rows is None else self.state[:, rows]
             logits, values, state = self.policy.step(obs, state)
+            if self.side_value:
+                coin = (self.sides if rows is None else self.sides[rows]) == COIN
+                values = side_values(logits, values, coin)
             actions, logprobs = sample_actions(masked_logits(logits, mask), self.generator)
             if rows is None:
                 self.state = state
@@ -164,6 +177,7 @@ class PPO:
             self.buf_actions[:, t] = take(actions)
             self.buf_logprobs[:, t] = take(logprobs)
             self.buf_values[:, t] = take(values)
+            self.buf_coin[:, t] = self.sides[self.trained_rows] == COIN
 
             # Frozen opponents: one forward per snapshot in use.
             if self.pool is not None:
@@ -190,8 +204,9 @@ class PPO:
                     self.pool.episodes_ended(ended)
 
         # The value after the last step, for the segments' bootstrap.
-        obs = self.obs[self.trained_rows]
-        self.buf_bootstrap.copy_(self.policy.step(obs, self.state[:, self.trained_rows])[1])
+        logits, values, _ = self.policy.step(self.obs[self.trained_rows], self.state[:, self.trained_rows])
+        coin = self.sides[self.trained_rows] == COIN if self.side_value else None
+        self.buf_bootstrap.copy_(side_values(logits, values, coin))
         self.global_step += c.steps_per_epoch
 
     # ---------------------------------------------------------------- update
@@ -228,6 +243,7 @@ class PPO:
 
             logits, new_values = forward_segments(
                 self.policy, self.buf_obs[idx], self.buf_initial_state[:, idx], self.buf_starts[idx])
+            new_values = side_values(logits, new_values, self.buf_coin[idx] if self.side_value else None)
             logits = masked_logits(logits, self.buf_masks[idx])
             log_probs = torch.log_softmax(logits, dim=-1)
             new_logprobs = log_probs.gather(-1, self.buf_actions[idx].unsqueeze(-1)).squeeze(-1)
