@@ -65,6 +65,10 @@ static void log_game(gc_vec *v, const gc_env *e, int slot0_won, int32_t tag) {
         log->games_as_coin += 1;
         log->wins_as_coin += slot0_won;
     }
+    if (v->selfplay && tag < 0) {
+        log->bot_n += 1;
+        log->bot_wins += slot0_won;
+    }
     if (v->selfplay && tag > 0) {
         log->hist_n += 1;
         log->hist_wins += slot0_won;
@@ -81,16 +85,15 @@ int gc_vec_init(gc_vec *v) {
         !v->opponent_tags || !v->slot_sides)
         return -1;
     v->num_slots = v->selfplay ? 2 : 1;
-    if (!v->selfplay) {
-        const gc_bot *b = &v->bot;
-        if (b->kind < GC_BOT_RANDOM || b->kind > GC_BOT_MCTS) return -1;
-        if (b->kind == GC_BOT_MCTS) {
-            if (b->iterations < 1 || (b->rollout != GC_ROLLOUT_RANDOM && b->rollout != GC_ROLLOUT_GREEDY))
-                return -1;
-            gc_vec_close(v);
-            v->mcts = gc_mcts_new(b->iterations + 1);  /* a search of N iterations uses N + 1 nodes */
-            if (!v->mcts) return -1;
-        }
+    /* Bot mode's opponent, and in self-play the player of slot 1 in envs tagged < 0. */
+    const gc_bot *b = &v->bot;
+    if (b->kind < GC_BOT_RANDOM || b->kind > GC_BOT_MCTS) return -1;
+    if (b->kind == GC_BOT_MCTS) {
+        if (b->iterations < 1 || (b->rollout != GC_ROLLOUT_RANDOM && b->rollout != GC_ROLLOUT_GREEDY))
+            return -1;
+        gc_vec_close(v);
+        v->mcts = gc_mcts_new(b->iterations + 1);  /* a search of N iterations uses N + 1 nodes */
+        if (!v->mcts) return -1;
     }
     return 0;
 }
@@ -124,7 +127,13 @@ int gc_vec_step(gc_vec *v) {
         uint8_t *terminal = v->terminals + (size_t)i * slots;
         int actor_side = g->to_move;
         int actor = actor_side == e->slot0_side ? 0 : 1;
-        int action = v->actions[(size_t)i * slots + actor];
+        int action;
+        if (actor == 1 && v->opponent_tags[i] < 0) {  /* self-play against the built-in bot */
+            action = gc_bot_choose(g, &v->bot, v->mcts);
+            if (action < 0) return action;  /* the game is live, so only a bot error gets here */
+        } else {
+            action = v->actions[(size_t)i * slots + actor];
+        }
         reward[0] = 0.0f;
         terminal[0] = 0;
         if (slots == 2) {

@@ -39,6 +39,7 @@ typedef struct {
     double games_as_guerrilla, wins_as_guerrilla;  /* slot 0 playing Guerrilla */
     double games_as_coin, wins_as_coin;            /* slot 0 playing COIN */
     double hist_n, hist_wins;                      /* opponent tag >= 1: a frozen opponent */
+    double bot_n, bot_wins;                        /* opponent tag < 0: the built-in bot */
     double hist_n_bank[GC_LOG_BANKS], hist_wins_bank[GC_LOG_BANKS];  /* tag i+1: bank i */
 } gc_env_log;
 
@@ -49,15 +50,16 @@ typedef struct {
     int side;                 /* 0 random per game, GC_GUERRILLA or GC_COIN: slot 0's side */
     int max_episode_length;   /* timeout in ticks (rules.md §4.4) */
     uint32_t seed;            /* base seed of the env generators */
-    gc_bot bot;               /* bot mode: the opponent */
-    gc_mcts *mcts;            /* bot mode with an MCTS opponent: its node pool (gc_vec_init) */
+    gc_bot bot;               /* bot mode: the opponent; self-play: slot 1 of the envs tagged < 0 */
+    gc_mcts *mcts;            /* an MCTS bot's node pool (gc_vec_init) */
     gc_env *envs;             /* num_envs entries, caller-owned */
     uint8_t *observations;
     uint8_t *action_masks;
     int32_t *actions;
     float *rewards;
     uint8_t *terminals;
-    int32_t *opponent_tags;   /* self-play: 0 current policy, i+1 frozen bank i (read at game end) */
+    int32_t *opponent_tags;   /* self-play: 0 current policy, i+1 frozen bank i (read at game end),
+                               * < 0 the bot plays slot 1 (read every step; its action is ignored) */
     uint8_t *slot_sides;
     gc_env_log log;
 } gc_vec;

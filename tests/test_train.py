@@ -2,6 +2,7 @@
 the run folder (checkpoint cadence, names, layouts, no-op rerun), exact resume, and learning."""
 import csv
 import math
+import re
 
 import numpy as np
 import pytest
@@ -58,9 +59,11 @@ def test_run_config_is_read_from_the_runs_mapping(tmp_path):
     ({"side": 3}, "'side' must be 0"),
     ({"selfplay": "yes"}, "'selfplay' must be true or false"),
     ({"minibatch_size": 100}, "multiple of 'horizon'"),
+    ({"bot_fraction": 0.9}, "'bot_fraction' + 'historical_fraction' must not exceed 1"),
+    ({"bot_fraction": 0.1, "selfplay": False}, "'bot_fraction' applies to self-play only"),
 ])
 def test_bad_settings_are_user_errors_naming_the_key(settings, message):
-    with pytest.raises(UserError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(UserError, match=re.escape(message)):
         make_config(settings)
 
 
@@ -216,6 +219,18 @@ def test_selfplay_slots_passes_rewards_and_pool_swaps_at_boundaries():
     assert torch.equal(ppo.buf_terminals, torch.tensor(np.stack([t["terminals"][:, 0] for t in last], axis=1),
                                                        dtype=torch.float32))
     assert 0 < wins < games
+
+
+def test_selfplay_bot_share_plays_the_bot_in_slot_1():
+    ppo = PPO(_tiny(bot_fraction=0.3))      # 10 envs: 5 current, 3 against the bot, 2 historical
+    assert ppo.env.opponent_tags.tolist() == [0] * 5 + [-1] * 3 + [1, 2]
+    assert ppo.current_rows.tolist() == sorted(list(range(0, 20, 2)) + [1, 3, 5, 7, 9])
+    assert ppo.trained_rows.tolist() == list(range(0, 20, 2))
+    for _ in range(6):
+        ppo.collect()
+    log = ppo.env.pop_log()
+    assert log["bot_n"] >= 3 and log["hist_n"] >= 1 and log["games"] > log["bot_n"] + log["hist_n"]
+    assert log["invalid_rate"] == 0.0             # the bot's slot is never read as an (illegal) action
 
 
 @pytest.mark.parametrize("side_value", [True, False])

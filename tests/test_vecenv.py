@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from gcpipe.engine import Game, VecEnv
+from gcpipe.engine.bots import Bot
 from gcpipe.errors import UserError
 
 G, C = 1, 2          # sides as the env reports them (slot_sides, observation byte 113)
@@ -15,7 +16,7 @@ START_LEGAL = 168
 LOG_FIELDS = ["games", "perf", "score", "episode_return", "episode_length", "invalid_rate", "games_as_guerrilla",
               "wins_as_guerrilla", "games_as_coin", "wins_as_coin", "slot_0_score", "slot_1_score",
               "slot_0_score_as_guerrilla", "slot_0_score_as_coin", "hist_score", "hist_n",
-              *(f"hist_{what}_bank_{i}" for i in range(8) for what in ("score", "n"))]
+              *(f"hist_{what}_bank_{i}" for i in range(8) for what in ("score", "n")), "bot_score", "bot_n"]
 
 
 def splitmix64(state: int) -> tuple[int, int]:
@@ -40,9 +41,10 @@ def first_draw(seed: int, index: int) -> int:
 class RefEnv:
     """One env of the batch, stepped through `Game` (the rules core's own mask and observation)."""
 
-    def __init__(self, index, seed, *, selfplay, side, max_len):
+    def __init__(self, index, seed, *, selfplay, side, max_len, slot1_bot=None):
         self.rng = ((seed << 32) + index) & U64
         self.selfplay, self.side, self.max_len = selfplay, side, max_len
+        self.slot1_bot = slot1_bot    # self-play: a Bot that plays slot 1 (opponent tag < 0)
         self.start()
 
     def start(self):
@@ -67,7 +69,7 @@ class RefEnv:
         rewards, terminals = [np.float32(0)] * slots, [0] * slots
         actor_side = self.to_move()
         actor = 0 if actor_side == self.side0 else 1
-        action = int(row[actor])
+        action = self.slot1_bot.choose(self.game) if actor == 1 and self.slot1_bot else int(row[actor])
         self.tick += 1
         if action in self.game.legal_actions():
             captured = self.game.apply_action(action)
@@ -145,6 +147,30 @@ def test_matches_python_reference_on_random_action_streams(selfplay, side, max_l
             terminals_seen += terminals[0]
         assert_matches_reference(env, refs)
     assert terminals_seen > 0
+
+
+@pytest.mark.parametrize("opponent", ["random", "greedy"])
+def test_selfplay_envs_tagged_negative_play_slot_1_with_the_bot(opponent):
+    n, seed = 6, 99
+    env = VecEnv(n, opponent=opponent, seed=seed)
+    env.reset()
+    env.opponent_tags[3:] = -1
+    refs = [RefEnv(i, seed, selfplay=True, side=0, max_len=256, slot1_bot=Bot(opponent) if i >= 3 else None)
+            for i in range(n)]
+    rng = np.random.default_rng(3)
+    games = bot_games = 0
+    for _ in range(400):
+        actions = random_actions(env, rng)
+        actions[3:, 1] = 0                     # ignored: the bot moves for slot 1 there
+        env.step(actions)
+        for i, ref in enumerate(refs):
+            rewards, terminals = ref.step(actions[i])
+            assert list(env.rewards[i]) == rewards and list(env.terminals[i]) == terminals
+            games += terminals[0]
+            bot_games += terminals[0] * (i >= 3)
+        assert_matches_reference(env, refs)
+    log = env.pop_log()
+    assert bot_games > 3 and (log["games"], log["bot_n"], log["hist_n"]) == (games, bot_games, 0)
 
 
 def test_waiting_slot_may_only_pass_and_actor_gets_the_legal_mask():
@@ -314,6 +340,7 @@ def test_log_fields_on_scripted_games():
     assert log["hist_n"] == 1 and log["hist_score"] == 0.0
     assert log["hist_n_bank_2"] == 1 and log["hist_score_bank_2"] == 0.0
     assert all(log[f"hist_n_bank_{i}"] == 0 for i in range(8) if i != 2)
+    assert log["bot_n"] == 0 and math.isnan(log["bot_score"])
     assert set(log) == set(LOG_FIELDS)
 
     env = VecEnv(1, side=2, max_episode_length=2, seed=0)   # slot 0 = COIN, wins by timeout

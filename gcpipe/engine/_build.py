@@ -83,6 +83,7 @@ typedef struct {
     double games_as_guerrilla, wins_as_guerrilla;
     double games_as_coin, wins_as_coin;
     double hist_n, hist_wins;
+    double bot_n, bot_wins;
     double hist_n_bank[8], hist_wins_bank[8];
 } gc_env_log;
 typedef struct {

@@ -5,7 +5,9 @@ tick both slots receive the same 120-byte observation; the actor slot's mask lis
 actions, the waiting slot's mask allows only 255 (pass), and only the actor slot's action is read.
 `side` 0 draws slot 0's side per game, 1 makes slot 0 the Guerrilla, 2 the COIN.
 Bot mode (`selfplay=False`, one slot): slot 0 plays `side` against a built-in bot that replies
-inside `step` (a COIN agent receives the position after the bot's opening).
+inside `step` (a COIN agent receives the position after the bot's opening).  In self-play, the
+same bot (`opponent`) plays slot 1 of every env whose opponent tag is negative: at slot 1's turns
+the env asks the bot and ignores `actions` for that slot.
 
 Rewards: legal action -> 0.05 per coin (Guerrilla) / 0.03 per stone (COIN) captured, to the actor;
 illegal action -> state unchanged, -1 to the actor; the step that ends a game gives +1 to the
@@ -39,8 +41,9 @@ class VecEnv:
     observations uint8 [N, S, 120], action_masks uint8 [N, S, 256], actions int32 [N, S],
     rewards float32 [N, S], terminals uint8 [N, S], slot_sides uint8 [N, S] (1 Guerrilla,
     2 COIN, for the game now in `observations`), opponent_tags int32 [N] (self-play: 0 = slot 1
-    is the current policy, i + 1 = a frozen opponent from bank i; read when a game ends, so set
-    an env's tag for its next game right after the step that returned its terminal).
+    is the current policy, i + 1 = a frozen opponent from bank i, both only read for the log when
+    a game ends, so set an env's tag for its next game right after the step that returned its
+    terminal; negative = the built-in bot plays slot 1, read at every step).
 
     `pop_log()` summarises the games finished since the last call (all are per-game means
     unless noted; a mean over no games is NaN):
@@ -51,7 +54,8 @@ class VecEnv:
       wins_as_guerrilla / wins_as_coin (counts for slot 0's side), slot_0_score_as_guerrilla /
       slot_0_score_as_coin (win fraction over the games on that side), hist_n (count of games
       against frozen opponents, tag >= 1), hist_score (slot 0's win fraction in them), and per
-      bank i < 8 hist_n_bank_i (count, tag i + 1) and hist_score_bank_i.
+      bank i < 8 hist_n_bank_i (count, tag i + 1) and hist_score_bank_i; bot_n (count of
+      self-play games against the built-in bot, tag < 0) and bot_score (slot 0's win fraction).
     """
 
     def __init__(self, num_envs: int, *, selfplay: bool = True, side: int = 0, opponent: str = "random",
@@ -68,7 +72,7 @@ class VecEnv:
             raise UserError(f"seed must be an unsigned 32-bit integer, got {seed!r}")
         if opponent not in KINDS:
             raise UserError(f"unknown opponent {opponent!r}; choose one of {', '.join(KINDS)}")
-        if opponent == "mcts" and not selfplay:
+        if opponent == "mcts":
             if not _is_int(mcts_iterations) or mcts_iterations <= 0:
                 raise UserError(f"mcts_iterations must be a positive integer, got {mcts_iterations!r}")
             if not isinstance(mcts_exploration, (int, float)) or not math.isfinite(mcts_exploration) \
@@ -169,6 +173,8 @@ class VecEnv:
             "slot_0_score_as_coin": _mean(log.wins_as_coin, log.games_as_coin),
             "hist_score": _mean(log.hist_wins, log.hist_n),
             "hist_n": log.hist_n,
+            "bot_score": _mean(log.bot_wins, log.bot_n),
+            "bot_n": log.bot_n,
         }
         for i in range(LOG_BANKS):
             out[f"hist_score_bank_{i}"] = _mean(log.hist_wins_bank[i], log.hist_n_bank[i])

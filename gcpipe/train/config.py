@@ -47,7 +47,7 @@ class TrainConfig:
     # Environment.
     selfplay: bool = True
     side: int = 0                   # slot 0's side: 0 random per game, 1 Guerrilla, 2 COIN
-    opponent: str = "greedy"        # bot mode only: random | greedy | mcts
+    opponent: str = "greedy"        # random | greedy | mcts: bot mode's opponent, self-play's bot
     mcts_iterations: int = 256
     mcts_exploration: float = 0.7
     mcts_rollout: str = "greedy"
@@ -57,6 +57,9 @@ class TrainConfig:
     historical_fraction: float = 0.2
     pool_size: int = 100
     frozen_banks: int = 8
+    # Self-play against the built-in bot: this fraction of envs has slot 1 played by `opponent`
+    # (logged as bot_*); the current policy plays slot 1 of the rest.
+    bot_fraction: float = 0.0
     train_slot_1: bool = False      # also learn from slot 1 where it is the current policy
     # Self-play value per side.  Both slots see the same observations (rules.md §5), so a single
     # value output cannot tell whether a row is the Guerrilla or the COIN of its game.  With
@@ -92,6 +95,10 @@ class TrainConfig:
     @property
     def num_historical_envs(self) -> int:
         return round(self.historical_fraction * self.num_envs) if self.selfplay else 0
+
+    @property
+    def num_bot_envs(self) -> int:
+        return round(self.bot_fraction * self.num_envs) if self.selfplay else 0
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -135,7 +142,7 @@ _POSITIVE = ("total_timesteps", "num_envs", "horizon", "minibatch_size", "replay
              "max_episode_length", "pool_size", "frozen_banks", "checkpoint_interval", "eval_games")
 _NON_NEGATIVE = ("clip_coef", "vf_clip_coef", "vf_coef", "ent_coef", "prio_alpha", "mcts_exploration",
                  "eval_interval", "seed", "max_epochs", "gae_lambda", "prio_beta0")
-_UNIT = ("muon_momentum", "gamma", "gae_lambda", "historical_fraction", "prio_beta0")
+_UNIT = ("muon_momentum", "gamma", "gae_lambda", "historical_fraction", "bot_fraction", "prio_beta0")
 _CHOICES = {"layout": LAYOUTS, "opponent": OPPONENTS, "mcts_rollout": MCTS_ROLLOUTS}
 
 
@@ -171,6 +178,14 @@ def make_config(settings: dict, where: str = "run config") -> TrainConfig:
     if config.selfplay and config.historical_fraction > 0 and config.num_historical_envs == 0:
         raise UserError(f"{where}: 'historical_fraction' {config.historical_fraction} of {config.num_envs} envs "
                         f"rounds to no env; raise num_envs or set the fraction to 0")
+    if config.bot_fraction > 0 and not config.selfplay:
+        raise UserError(f"{where}: 'bot_fraction' applies to self-play only (bot mode plays the bot everywhere)")
+    if config.selfplay and config.bot_fraction > 0 and config.num_bot_envs == 0:
+        raise UserError(f"{where}: 'bot_fraction' {config.bot_fraction} of {config.num_envs} envs "
+                        f"rounds to no env; raise num_envs or set the fraction to 0")
+    if config.num_bot_envs + config.num_historical_envs > config.num_envs:
+        raise UserError(f"{where}: 'bot_fraction' + 'historical_fraction' must not exceed 1, got "
+                        f"{config.bot_fraction} + {config.historical_fraction}")
     if config.steps_per_epoch > config.total_timesteps:
         raise UserError(f"{where}: 'total_timesteps' ({config.total_timesteps}) is below one epoch "
                         f"({config.steps_per_epoch} steps = num_envs x slots x horizon)")

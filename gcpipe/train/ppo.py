@@ -5,7 +5,8 @@ Rows.  The env buffers are [num_envs, slots, ...]; flattened, row n*slots + s is
 Each row carries its own recurrent state, stepped every tick (in self-play the waiting slot's
 only legal action is the pass, so both slots' states see every position: "standard 5c"), and
 zeroed when its game ends.  Slot 1 of the last `num_historical_envs` envs is played by frozen
-snapshots from the opponent pool; every other row by the current policy.  The trained rows are
+snapshots from the opponent pool, slot 1 of the `num_bot_envs` envs before them by the built-in
+bot (inside the env step); every other row by the current policy.  The trained rows are
 slot 0 of every env, plus slot 1 of the current-policy envs when `train_slot_1` is set.
 
 A segment is one trained row over the `horizon` ticks of an epoch; it starts from the recurrent
@@ -108,9 +109,12 @@ class PPO:
 
         # Which rows play what.
         first_historical = c.num_envs - c.num_historical_envs
+        first_bot = first_historical - c.num_bot_envs
         self.historical_rows = torch.arange(first_historical, c.num_envs) * slots + 1
         is_current = torch.ones(num_rows, dtype=torch.bool)
         is_current[self.historical_rows] = False
+        is_current[torch.arange(first_bot, first_historical) * slots + 1] = False
+        self.env.opponent_tags[first_bot:first_historical] = -1
         is_trained = torch.zeros(num_rows, dtype=torch.bool)
         is_trained[0::slots] = True
         if c.train_slot_1 and c.selfplay:

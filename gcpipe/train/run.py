@@ -34,7 +34,8 @@ LOG_FIELDS = (["games", "perf", "score", "episode_return", "episode_length", "in
                "games_as_guerrilla", "wins_as_guerrilla", "games_as_coin", "wins_as_coin",
                "slot_0_score", "slot_1_score", "slot_0_score_as_guerrilla", "slot_0_score_as_coin",
                "hist_score", "hist_n"]
-              + [f"hist_{kind}_bank_{i}" for i in range(8) for kind in ("score", "n")])
+              + [f"hist_{kind}_bank_{i}" for i in range(8) for kind in ("score", "n")]
+              + ["bot_score", "bot_n"])
 METRIC_FIELDS = (["epoch", "global_step", "wall_time", "sps", "rollout_seconds", "update_seconds",
                   "learning_rate", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
                   "explained_variance"]
