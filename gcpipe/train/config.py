@@ -1,5 +1,6 @@
 """Every training hyperparameter in one dataclass, with the reference trainer's values
-(model.md §4) as defaults, and the reader of a run's settings from the pipeline YAML."""
+(model.md §4) as defaults — except `side_value`, a fix the reference lacks (measured in the
+README) — and the reader of a run's settings from the pipeline YAML."""
 from __future__ import annotations
 
 import dataclasses
