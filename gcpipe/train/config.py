@@ -176,14 +176,13 @@ def make_config(settings: dict, where: str = "run config") -> TrainConfig:
     if config.minibatch_size % config.horizon:
         raise UserError(f"{where}: 'minibatch_size' ({config.minibatch_size}) must be a multiple of "
                         f"'horizon' ({config.horizon}): minibatches are whole segments")
-    if config.selfplay and config.historical_fraction > 0 and config.num_historical_envs == 0:
-        raise UserError(f"{where}: 'historical_fraction' {config.historical_fraction} of {config.num_envs} envs "
-                        f"rounds to no env; raise num_envs or set the fraction to 0")
     if config.bot_fraction > 0 and not config.selfplay:
         raise UserError(f"{where}: 'bot_fraction' applies to self-play only (bot mode plays the bot everywhere)")
-    if config.selfplay and config.bot_fraction > 0 and config.num_bot_envs == 0:
-        raise UserError(f"{where}: 'bot_fraction' {config.bot_fraction} of {config.num_envs} envs "
-                        f"rounds to no env; raise num_envs or set the fraction to 0")
+    for name, envs in (("historical_fraction", config.num_historical_envs), ("bot_fraction", config.num_bot_envs)):
+        fraction = getattr(config, name)
+        if config.selfplay and fraction > 0 and envs == 0:
+            raise UserError(f"{where}: '{name}' {fraction} of {config.num_envs} envs "
+                            f"rounds to no env; raise num_envs or set the fraction to 0")
     if config.num_bot_envs + config.num_historical_envs > config.num_envs:
         raise UserError(f"{where}: 'bot_fraction' + 'historical_fraction' must not exceed 1, got "
                         f"{config.bot_fraction} + {config.historical_fraction}")

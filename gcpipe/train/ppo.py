@@ -147,7 +147,7 @@ class PPO:
         self.buf_rewards = torch.zeros(rows, horizon)
         self.buf_terminals = torch.zeros(rows, horizon)
         self.buf_starts = torch.zeros(rows, horizon, dtype=torch.bool)
-        self.buf_coin = torch.zeros(rows, horizon, dtype=torch.bool)   # the row plays COIN this step
+        self.buf_coin = torch.zeros(rows, horizon, dtype=torch.bool)   # side_value: the row plays COIN
         self.buf_initial_state = torch.zeros(self.policy.layers, rows, self.policy.hidden)
         self.buf_bootstrap = torch.zeros(rows)
 
@@ -164,9 +164,6 @@ class PPO:
             mask = self.masks if rows is None else self.masks[rows]
             state = self.state if rows is None else self.state[:, rows]
             logits, values, state = self.policy.step(obs, state)
-            if self.side_value:
-                coin = (self.sides if rows is None else self.sides[rows]) == COIN
-                values = side_values(logits, values, coin)
             actions, logprobs = sample_actions(masked_logits(logits, mask), self.generator)
             if rows is None:
                 self.state = state
@@ -176,12 +173,15 @@ class PPO:
                 self.actions[rows] = actions.to(torch.int32)
             pick = None if self.all_trained and rows is None else self.trained_in_current
             take = (lambda x: x) if pick is None else (lambda x: x[pick])
+            if self.side_value:
+                coin = (self.sides if rows is None else self.sides[rows]) == COIN
+                values = side_values(logits, values, coin)
+                self.buf_coin[:, t] = take(coin)
             self.buf_obs[:, t] = take(obs)
             self.buf_masks[:, t] = take(mask)
             self.buf_actions[:, t] = take(actions)
             self.buf_logprobs[:, t] = take(logprobs)
             self.buf_values[:, t] = take(values)
-            self.buf_coin[:, t] = self.sides[self.trained_rows] == COIN
 
             # Frozen opponents: one forward per snapshot in use.
             if self.pool is not None:
