@@ -1,5 +1,5 @@
 #include "gc_rules.h"
-#include <math.h>
+#include "gc_math.h"
 #include <string.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -227,7 +227,7 @@ int gc_sample_action(gc_state *s, const float *logits) {
     float top = logits[legal[0]], total = 0.0f;
     for (int i = 1; i < n; i++)
         if (logits[legal[i]] > top) top = logits[legal[i]];
-    for (int i = 0; i < n; i++) total += p[i] = expf(logits[legal[i]] - top);
+    for (int i = 0; i < n; i++) total += p[i] = gc_expf(logits[legal[i]] - top);
     float r = (float)gc_rand(&s->rng) / 2147483648.0f * total, running = 0.0f;
     for (int i = 0; i < n; i++) {
         running += p[i];

@@ -77,7 +77,8 @@ static inline int gc_coin_count(const gc_state *s) { return __builtin_popcountll
 int gc_action_captures(const gc_state *s, int action);
 
 /* Network move choice (rules.md §9): softmax over the legal logits only, sampled with the
- * game's generator (one draw); returns -1 when there is no legal action. */
+ * game's generator (one draw); returns -1 when there is no legal action.  exp is gc_math.h's,
+ * so the choice is the same on every machine (libm's expf may differ in the last bit). */
 int gc_sample_action(gc_state *s, const float *logits);
 
 /* Batched helpers over an array of game states, for players that act on many games at once.

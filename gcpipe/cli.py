@@ -227,15 +227,16 @@ def bench_engine(random_actions: int = typer.Option(20_000_000, "--random-action
 @bench_app.command("net")
 def bench_net(games: int = typer.Option(4096, "--games", help="Concurrent games."),
               plies: int = typer.Option(300, "--plies", help="Timed plies (after 10 warm-up plies)."),
-              threads: int = typer.Option(2, "--threads", help="torch threads."),
+              workers: int = typer.Option(1, "--workers", help="Processes, one thread each (games are split)."),
               full_turn: bool = typer.Option(False, "--full-turn", help="Also step the waiting side's net (5c)."),
               checkpoint: Path = typer.Option(None, "--checkpoint", help="A .bin to run (default: a random net)."),
-              seed: int = typer.Option(1, "--seed", help="Seed of the games and the random net.")):
-    """Batched network play: observe, H=128 L=2 forward, C sampling and move, game-steps/s."""
+              seed: int = typer.Option(1, "--seed", help="Seed of the games and the random net."),
+              simd: str = typer.Option("best", "--simd", help="Code path of the C step: best, avx512, avx2, scalar.")):
+    """Batched network play: observe, H=128 L=2 C network step, C sampling and move, game-steps/s."""
     from gcpipe.nn.bench import bench_net as run
 
-    result = run(games=games, plies=plies, threads=threads, full_turn=full_turn,
-                 checkpoint=None if checkpoint is None else str(checkpoint), seed=seed)
+    result = run(games=games, plies=plies, workers=workers, full_turn=full_turn,
+                 checkpoint=None if checkpoint is None else str(checkpoint), seed=seed, simd=simd)
     for key, value in result.items():
         typer.echo(f"{key}: {value:,.0f}" if isinstance(value, float) and value >= 100
                    else f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")

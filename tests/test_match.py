@@ -171,17 +171,21 @@ def test_results_do_not_depend_on_slots(nets):
 
 def test_full_turn_nets_step_every_ply_actor_only_nets_their_own(tmp_path, nets, monkeypatch):
     steps = {"forward": 0, "moves": 0}
-    forward, sample_apply = runner_module.CellPlayer._forward, runner_module.GameBatch.sample_apply
+    forward, advance = NetworkPlayer.forward, NetworkPlayer.advance
+    sample_apply = runner_module.GameBatch.sample_apply
 
-    def counting_forward(self, net, slots, obs):
-        steps["forward"] += len(slots)
-        return forward(self, net, slots, obs)
+    def counting(step):
+        def counted(self, slots, obs):
+            steps["forward"] += len(slots)
+            return step(self, slots, obs)
+        return counted
 
     def counting_sample_apply(self, idx, logits):
         steps["moves"] += len(idx)
         return sample_apply(self, idx, logits)
 
-    monkeypatch.setattr(runner_module.CellPlayer, "_forward", counting_forward)
+    monkeypatch.setattr(NetworkPlayer, "forward", counting(forward))
+    monkeypatch.setattr(NetworkPlayer, "advance", counting(advance))
     monkeypatch.setattr(runner_module.GameBatch, "sample_apply", counting_sample_apply)
     for name, full_turn in (("alpha", True), ("old", False)):
         steps.update(forward=0, moves=0)

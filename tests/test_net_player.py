@@ -150,6 +150,10 @@ class _CountingPlayer(NetworkPlayer):
         self.steps += len(slots)
         return super().forward(slots, obs)
 
+    def advance(self, slots, obs):
+        self.steps += len(slots)
+        super().advance(slots, obs)
+
 
 def _play(seed, bots):
     game = Game(seed)

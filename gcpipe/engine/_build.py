@@ -11,7 +11,9 @@ from cffi import FFI
 
 CSRC = Path(__file__).resolve().parents[2] / "csrc"
 SOURCES = sorted(str(p) for p in CSRC.glob("*.c"))
-BASE_CFLAGS = ["-std=c11", "-O3", "-fno-strict-aliasing"]
+# -ffp-contract=off: no fused multiply-add the source does not write (gc_net.c fixes every sum's
+# rounding; -std=c11 implies it with GCC, Clang needs it said).
+BASE_CFLAGS = ["-std=c11", "-O3", "-fno-strict-aliasing", "-ffp-contract=off"]
 EXTRA_CFLAGS = shlex.split(os.environ.get("GCPIPE_CFLAGS", ""))
 
 # The C declarations Python sees; they restate csrc/*.h (cffi cannot parse preprocessor lines).
@@ -111,9 +113,31 @@ int gc_vec_reset(gc_vec *v);
 int gc_vec_step(gc_vec *v);
 int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed);
 void gc_vec_random_actions(gc_vec *v, uint64_t *rng);
+
+/* csrc/gc_math.h (static inline; cffi wraps it) and csrc/gc_net.h: network inference for play */
+float gc_expf(float x);
+#define GC_NET_MAX_HIDDEN ...
+#define GC_NET_MAX_LAYERS ...
+#define GC_NET_OUTPUTS ...
+#define GC_NET_DECODER_STRIDE ...
+enum { GC_NET_SIMD_BEST = -1, GC_NET_SIMD_SCALAR = 0, GC_NET_SIMD_AVX2 = 1, GC_NET_SIMD_AVX512 = 2 };
+typedef struct {
+    int hidden;
+    int layers;
+    int simd;
+    const float *encoder;
+    const float *encoder_bias;
+    const float *gru[...];
+    const float *decoder;
+    const float *decoder_bias;
+    ...;
+} gc_net;
+int gc_net_prepare(gc_net *net);
+int gc_net_best_simd(void);
+void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *obs, float *states, float *out);
 """
 
-HEADERS = ["gc_rules.h", "gc_bots.h", "gc_mcts.h", "gc_env.h"]
+HEADERS = ["gc_math.h", "gc_rules.h", "gc_bots.h", "gc_mcts.h", "gc_env.h", "gc_net.h"]
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)

@@ -60,10 +60,7 @@ class CellPlayer:
             self._batch = GameBatch(slots)
             for net in self._nets:
                 if net is not None:
-                    # The extra slot pads one-game forwards to two rows: torch's one-row matmul takes
-                    # another kernel whose rounding differs, which would make a game's moves depend
-                    # on how many games happen to share its forward pass.
-                    net.start(slots + 1)
+                    net.start(slots)
 
     def play(self, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Plays one game per seed; returns winners (1 Guerrilla, 2 COIN), plies and end reasons."""
@@ -113,14 +110,12 @@ class CellPlayer:
                 if net is None:
                     if rows.any():
                         batch.bot_apply(active[rows], self._bots[side], self._workspace)
-                elif net.full_turn:
-                    # rules.md §9: a full-turn net steps on every ply, the waiting side's too (output
-                    # discarded), so one forward over all running games serves both.
-                    logits = self._forward(net, active, obs)
+                else:
+                    if net.full_turn and not rows.all():
+                        # rules.md §9: a full-turn net also steps on the other side's plies.
+                        net.advance(active[~rows], obs[~rows])
                     if rows.any():
-                        batch.sample_apply(active[rows], logits[rows])
-                elif rows.any():
-                    batch.sample_apply(active[rows], self._forward(net, active[rows], obs[rows]))
+                        batch.sample_apply(active[rows], net.forward(active[rows], obs[rows]))
             batch.declare_coin_win(active[(states["winner"][active] == 0) & (states["plies"][active] >= PLY_CAP)],
                                    "ply_cap")
             finished = active[states["winner"][active] != 0]
@@ -131,12 +126,6 @@ class CellPlayer:
                 ends[games] = states["end_reason"][finished]
                 slot_game[finished] = -1
                 start_games(finished)
-
-    def _forward(self, net, slots: np.ndarray, obs: np.ndarray) -> np.ndarray:
-        if len(slots) == 1:
-            padded = net.forward(np.array([slots[0], self._slots]), np.repeat(obs, 2, axis=0))
-            return padded[:1]
-        return net.forward(slots, obs)
 
 
 def _network(player: Player):

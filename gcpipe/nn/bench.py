@@ -1,8 +1,11 @@
 """`gcpipe bench net`: throughput of batched network play — per ply, observe every game, run the
-networks, sample and apply the moves in C, restart finished games.  Two NetworkPlayers (one per
-side) as in a match; actor-only steps each game's mover only, full-turn also the waiting net."""
+networks (the C step, one thread per process), sample and apply the moves in C, restart finished
+games.  Two NetworkPlayers (one per side) as in a match; actor-only steps each game's mover only,
+full-turn also the waiting net (state only, no outputs).  With W workers, W processes each play
+games/W games at once, as the match runner's workers do."""
 from __future__ import annotations
 
+import multiprocessing
 import time
 
 import numpy as np
@@ -11,25 +14,48 @@ import torch
 from gcpipe.engine import GameBatch
 from gcpipe.errors import UserError
 from gcpipe.nn.checkpoint import HIDDEN, LAYERS, Checkpoint, load
+from gcpipe.nn.inference import best_simd
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.player import NetworkPlayer
 
 _GUERRILLA_TO_MOVE = 1   # gc_state.to_move: 1 Guerrilla, 2 COIN
+# Multiply-adds of one network step with outputs (H = 128, L = 2): the encoder's 120 inputs (the C
+# step skips the zero ones), two 128 x 384 MinGRU projections and the 128 x 257 decoder.
+_DENSE_MACS = 2 * 128 * 384 + 128 * 257
 
 
-def bench_net(games: int = 4096, plies: int = 300, threads: int = 2, full_turn: bool = False,
-              checkpoint: str | None = None, seed: int = 1, warmup: int = 10) -> dict:
-    """Plays `plies` plies in each of `games` concurrent games and returns the rate in game-steps/s
-    (one game advanced by one ply), with the time split between the networks and the engine."""
-    if games <= 0 or plies <= 0 or threads <= 0 or warmup < 0:
-        raise UserError("games, plies and threads must be positive and warmup not negative")
-    torch.set_num_threads(threads)
+def bench_net(games: int = 4096, plies: int = 300, workers: int = 1, full_turn: bool = False,
+              checkpoint: str | None = None, seed: int = 1, warmup: int = 10, simd: str = "best") -> dict:
+    """Plays `plies` plies in each of `games` concurrent games (split over `workers` processes) and
+    returns the rate in game-steps/s (one game advanced by one ply), the network's share of the
+    time and the floating-point rate of its dense products."""
+    if games <= 0 or plies <= 0 or workers <= 0 or warmup < 0 or games < workers:
+        raise UserError("games, plies and workers must be positive, warmup not negative, games >= workers")
     if checkpoint is None:
         model = MinGRUPolicy(HIDDEN, LAYERS, generator=torch.Generator().manual_seed(seed)).eval()
         source = Checkpoint.from_model(model)
     else:
         source = load(checkpoint)
-    players = [NetworkPlayer(source, full_turn=full_turn) for _ in range(2)]
+    shares = [games // workers + (w < games % workers) for w in range(workers)]
+    tasks = [(source, share, plies, full_turn, seed + w * 1_000_003, warmup, simd) for w, share in enumerate(shares)]
+    if workers == 1:
+        results = [_play(*tasks[0])]
+    else:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            results = pool.starmap(_play, tasks)
+    seconds = max(r["seconds"] for r in results)
+    net_seconds = sum(r["network_seconds"] for r in results)
+    forwards, advances = sum(r["forwards"] for r in results), sum(r["advances"] for r in results)
+    return {"games": games, "plies": plies, "workers": workers, "simd": best_simd() if simd == "best" else simd,
+            "mode": "full-turn" if full_turn else "actor-only",
+            "game_steps_per_s": games * plies / seconds, "seconds": seconds,
+            "network_share": net_seconds / sum(r["seconds"] for r in results),
+            "network_gflops_per_worker": 2e-9 * (forwards * _DENSE_MACS + advances * 2 * 128 * 384) / net_seconds,
+            "games_finished": sum(r["games_finished"] for r in results)}
+
+
+def _play(source: Checkpoint, games: int, plies: int, full_turn: bool, seed: int, warmup: int, simd: str) -> dict:
+    players = [NetworkPlayer(source, full_turn=full_turn, simd=simd) for _ in range(2)]
     for player in players:
         player.start(games)
     batch = GameBatch(games)
@@ -38,24 +64,25 @@ def bench_net(games: int = 4096, plies: int = 300, threads: int = 2, full_turn: 
         batch.reset(i, next_seed)
         next_seed += 1
     all_games = np.arange(games, dtype=np.int32)
-    net_seconds = engine_seconds = 0.0
-    finished = 0
+    net_seconds = 0.0
+    finished = forwards = advances = 0
     for ply in range(warmup + plies):
         if ply == warmup:
-            net_seconds = engine_seconds = 0.0
-            finished = 0
+            net_seconds = 0.0
+            finished = forwards = advances = 0
             started = time.perf_counter()
-        t0 = time.perf_counter()
         obs, _ = batch.observe(all_games)
         guerrilla_moves = batch.states["to_move"] == _GUERRILLA_TO_MOVE
         movers = [np.flatnonzero(guerrilla_moves).astype(np.int32), np.flatnonzero(~guerrilla_moves).astype(np.int32)]
         t1 = time.perf_counter()
         if full_turn:
-            # Both nets step on every game; each game's mover's logits are the ones sampled from.
-            logits = [player.forward(all_games, obs)[side_games] for player, side_games in zip(players, movers)]
-        else:
-            logits = [player.forward(side_games, obs[side_games]) for player, side_games in zip(players, movers)]
-        t2 = time.perf_counter()
+            # Each net also steps on the games where the other side moves (no outputs needed there).
+            for player, waiting in zip(players, movers[::-1]):
+                player.advance(waiting, obs[waiting])
+            advances += games
+        logits = [player.forward(side_games, obs[side_games]) for player, side_games in zip(players, movers)]
+        forwards += games
+        net_seconds += time.perf_counter() - t1
         for side_games, side_logits in zip(movers, logits):
             batch.sample_apply(side_games, side_logits)
         done = np.flatnonzero(batch.states["winner"])
@@ -65,10 +92,5 @@ def bench_net(games: int = 4096, plies: int = 300, threads: int = 2, full_turn: 
         for player in players:
             player.reset(done)
         finished += len(done)
-        t3 = time.perf_counter()
-        net_seconds += t2 - t1
-        engine_seconds += (t1 - t0) + (t3 - t2)
-    elapsed = time.perf_counter() - started
-    return {"games": games, "plies": plies, "threads": threads, "mode": "full-turn" if full_turn else "actor-only",
-            "game_steps_per_s": games * plies / elapsed, "seconds": elapsed, "network_seconds": net_seconds,
-            "engine_seconds": engine_seconds, "games_finished": finished}
+    return {"seconds": time.perf_counter() - started, "network_seconds": net_seconds, "forwards": forwards,
+            "advances": advances, "games_finished": finished}

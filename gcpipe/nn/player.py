@@ -2,20 +2,20 @@
 
 `NetworkPlayer` holds one recurrent state per game slot for one (player, side); the match runner
 asks it for logits of the games where its net must step and lets `GameBatch.sample_apply` sample
-the moves in C.  `NetworkBot` plays one `Game` with it (for `gcpipe play` and tests).
+the moves in C.  The arithmetic is the C step of gcpipe.nn.inference, so a game's logits are
+bit-identical however games are batched and on every machine.  `NetworkBot` plays one `Game`
+with it (for `gcpipe play` and tests).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from gcpipe.engine import NUM_ACTIONS, OBS_SIZE, Game
 from gcpipe.errors import UserError
 from gcpipe.nn.checkpoint import Checkpoint, load
-
-_MIN_ROWS = 2   # see NetworkPlayer.forward
+from gcpipe.nn.inference import OUTPUTS, CompiledNet
 
 
 class NetworkPlayer:
@@ -23,113 +23,65 @@ class NetworkPlayer:
 
     `full_turn` (default: from the layout) says whether the net also steps on the waiting side's
     plies (standard 5c) or only on its own turns (legacy); the caller reads it to decide which
-    slots to step.  The forward pass is the MinGRUPolicy step written with in-place operations on
-    buffers kept between calls, the three gates of a layer coming from one matmul."""
+    slots to step (`advance` for a waiting side: the state moves, no output is computed)."""
 
-    def __init__(self, checkpoint: Checkpoint | str | Path, full_turn: bool | None = None):
+    def __init__(self, checkpoint: Checkpoint | str | Path, full_turn: bool | None = None, simd: str = "best"):
         if not isinstance(checkpoint, Checkpoint):
             checkpoint = load(checkpoint)
         self.checkpoint = checkpoint
         self.full_turn = checkpoint.full_turn if full_turn is None else bool(full_turn)
-        model = checkpoint.model
-        self.hidden, self.layers = model.hidden, model.layers
-        with torch.no_grad():
-            # Transposed copies so every product is x @ W with a contiguous (in, out) matrix.
-            self._enc_w = model.encoder.weight.detach().float().t().contiguous()
-            self._enc_b = None if model.encoder.bias is None else model.encoder.bias.detach().float().clone()
-            self._gru_w = [gru.weight.detach().float().t().contiguous() for gru in model.grus]
-            # Matches need only the logits, so the value row is left out.
-            self._dec_w = model.decoder.weight.detach().float()[:NUM_ACTIONS].t().contiguous()
-            self._dec_b = None if model.decoder.bias is None else model.decoder.bias.detach().float()[:NUM_ACTIONS].clone()
-        self._state: torch.Tensor | None = None
+        self.net = CompiledNet(checkpoint.model, simd)
+        self.hidden, self.layers = self.net.hidden, self.net.layers
+        self._states: np.ndarray | None = None
+        self._outputs = np.zeros((0, OUTPUTS), np.float32)
 
     @property
     def n_slots(self) -> int:
-        return 0 if self._state is None else self._state.shape[1]
+        return 0 if self._states is None else len(self._states)
 
     def start(self, n_slots: int) -> None:
         """Allocates zeroed states for game slots 0..n_slots-1."""
         if n_slots <= 0:
             raise UserError(f"a network player needs at least one game slot, got {n_slots}")
-        self._state = torch.zeros(self.layers, n_slots, self.hidden)
-        self._allocate(n_slots)
+        self._states = self.net.new_states(n_slots)
+        self._outputs = np.zeros((n_slots, OUTPUTS), np.float32)
 
     def reset(self, slots: np.ndarray) -> None:
         """Zeroes the states of `slots` (a new game starts there)."""
-        self._state[:, self._slot_tensor(slots)] = 0.0
+        self._states[self._slot_array(slots)] = 0.0
 
     def state(self, slots: np.ndarray) -> np.ndarray:
         """A copy of the states [L, k, H] of `slots`."""
-        return self._state[:, self._slot_tensor(slots)].numpy()   # advanced indexing copies
+        return self._states[self._slot_array(slots)].transpose(1, 0, 2).copy()
 
     def forward(self, slots: np.ndarray, obs: np.ndarray) -> np.ndarray:
         """Advances the states of `slots` by one step on observations obs [k,120] (uint8) and returns
-        the logits [k,256] float32 — a view of a buffer that the next call overwrites.
+        the logits [k,256] float32 — a view of a buffer that the next call overwrites."""
+        slots, obs = self._checked(slots, obs)
+        out = self._outputs[:len(slots)]
+        self.net.step(self._states, slots, obs, out)
+        return out[:, :NUM_ACTIONS]
 
-        A game's logits are bit-identical whichever other games share the call: torch sends a
-        one-row product to a matrix-vector routine that sums in another order, so a single row is
-        computed as two (the second a copy, discarded) to keep match results independent of how
-        games are batched."""
-        if self._state is None:
+    def advance(self, slots: np.ndarray, obs: np.ndarray) -> None:
+        """`forward` without the outputs: a full-turn net's step on the other side's ply."""
+        slots, obs = self._checked(slots, obs)
+        self.net.step(self._states, slots, obs)
+
+    def _checked(self, slots, obs) -> tuple[np.ndarray, np.ndarray]:
+        if self._states is None:
             raise RuntimeError("call start(n_slots) before forward")
-        slots = np.asarray(slots)
-        k = len(slots)
-        if obs.shape != (k, OBS_SIZE):
-            raise ValueError(f"obs must have shape ({k}, {OBS_SIZE}), got {obs.shape}")
-        if k == 0:
-            return np.zeros((0, NUM_ACTIONS), np.float32)
-        rows = max(k, _MIN_ROWS)
-        whole = k == self.n_slots and k >= _MIN_ROWS and np.array_equal(slots, self._arange)
-        H = self.hidden
-        with torch.inference_mode():
-            obs_rows, x = self._obs[:rows], self._x[:rows]
-            obs_rows[:k].copy_(torch.from_numpy(np.ascontiguousarray(obs)))
-            if whole:
-                states = self._state
-            else:
-                index = self._slot_tensor(slots)
-                if k < rows:
-                    obs_rows[k:] = obs_rows[0]
-                    index = torch.cat([index, index[:1].expand(rows - k)])
-                gathered = self._gathered[:self.layers * rows * H].view(self.layers, rows, H)
-                states = torch.index_select(self._state, 1, index, out=gathered)
-            if self._enc_b is None:
-                torch.mm(obs_rows, self._enc_w, out=x)
-            else:
-                torch.addmm(self._enc_b, obs_rows, self._enc_w, out=x)
-            c, gates = self._c[:rows], self._gates[:rows]
-            for layer, w in enumerate(self._gru_w):
-                torch.mm(x, w, out=c)                  # the three gate blocks in one product
-                torch.sigmoid(c, out=gates)
-                h, g, z, p = c[:, :H], gates[:, :H], gates[:, H:2 * H], gates[:, 2 * H:]
-                # g(h) = h + 0.5 for h >= 0, sigmoid(h) below, i.e. min(sigmoid(h), 0.5) + max(h, 0).
-                g.clamp_(max=0.5).add_(h.clamp_(min=0.0))
-                states[layer].lerp_(g, z)              # s' = s + z (g - s)
-                x.lerp_(states[layer], p)              # y = x + sigmoid(p) (s' - x)
-            if not whole:
-                self._state.index_copy_(1, index[:k], states[:, :k])
-            logits = self._logits[:rows]
-            if self._dec_b is None:
-                torch.mm(x, self._dec_w, out=logits)
-            else:
-                torch.addmm(self._dec_b, x, self._dec_w, out=logits)
-        return logits[:k].numpy()
+        slots = self._slot_array(slots)
+        if obs.shape != (len(slots), OBS_SIZE):
+            raise ValueError(f"obs must have shape ({len(slots)}, {OBS_SIZE}), got {obs.shape}")
+        return slots, np.ascontiguousarray(obs, dtype=np.uint8)
 
-    def _allocate(self, n: int) -> None:
-        H, rows = self.hidden, max(n, _MIN_ROWS)
-        self._arange = np.arange(n)
-        self._obs = torch.empty(rows, OBS_SIZE)
-        self._x = torch.empty(rows, H)
-        self._c = torch.empty(rows, 3 * H)
-        self._gates = torch.empty(rows, 3 * H)
-        self._gathered = torch.empty(self.layers * rows * H)
-        self._logits = torch.empty(rows, NUM_ACTIONS)
-
-    def _slot_tensor(self, slots: np.ndarray) -> torch.Tensor:
-        index = torch.from_numpy(np.ascontiguousarray(slots, dtype=np.int64))
-        if len(index) and (int(index.min()) < 0 or int(index.max()) >= self.n_slots):
+    def _slot_array(self, slots) -> np.ndarray:
+        slots = np.ascontiguousarray(slots, dtype=np.int32)
+        if len(slots) and (slots.min() < 0 or slots.max() >= self.n_slots):
             raise IndexError(f"slots must lie within 0..{self.n_slots - 1}")
-        return index
+        if len(slots) > 1 and np.bincount(slots).max() > 1:
+            raise IndexError("slots must be distinct")
+        return slots
 
 
 class NetworkBot:
@@ -147,7 +99,7 @@ class NetworkBot:
 
     def observe(self, game: Game) -> None:
         if self.player.full_turn and not game.is_terminal():
-            self.player.forward(self._slot, game.observation()[None])
+            self.player.advance(self._slot, game.observation()[None])
 
     def choose(self, game: Game) -> int:
         """Steps the net on the current observation and samples a legal action from its logits

@@ -1,0 +1,251 @@
+#include "gc_net.h"
+#include "gc_math.h"
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define GC_NET_X86 1
+#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX512 __attribute__((target("avx512f,avx2,fma")))
+#endif
+
+/* Rows per block: each weight loaded from memory serves this many rows.  A block's missing rows
+ * (n not a multiple of ROWS) are computed on copies of row 0's input and discarded. */
+#define ROWS 4
+#define MAX_H GC_NET_MAX_HIDDEN
+
+typedef struct {
+    float x[ROWS][MAX_H];                       /* a layer's input, then its output */
+    float c[ROWS][3 * MAX_H];                   /* W x: the h | k | p blocks */
+    float out[ROWS][GC_NET_DECODER_STRIDE];
+    float spare_state[MAX_H];                   /* the state of rows that are padding */
+} scratch;
+
+/* The three kernels of a step, one set per code path.  dense: y[r][j] = bias[j] (or 0) followed
+ * by y += w[i][j] * x[r][i] for i = 0..in-1, fused, for r < ROWS and j < cols.  encode: the same
+ * for one row over the nonzero observation bytes only (a zero input adds w * 0, which changes no
+ * sum but -0; every path skips the same inputs).  gates: the MinGRU update of model.md §1. */
+typedef struct {
+    void (*dense)(const float *w, int in, int cols, const float *bias, const float (*x)[MAX_H], float *y, int ldy);
+    void (*encode)(const gc_net *net, const uint8_t *obs, float *x);
+    void (*gates)(int hidden, const float *c, float *state, float *x);
+} kernels;
+
+/* ---- scalar path ---- */
+
+static void dense_scalar(const float *w, int in, int cols, const float *bias, const float (*x)[MAX_H], float *y,
+                         int ldy) {
+    for (int r = 0; r < ROWS; r++)
+        for (int j = 0; j < cols; j++) {
+            float acc = bias ? bias[j] : 0.0f;
+            for (int i = 0; i < in; i++) acc = fmaf(w[(size_t)i * cols + j], x[r][i], acc);
+            y[(size_t)r * ldy + j] = acc;
+        }
+}
+
+static void encode_scalar(const gc_net *net, const uint8_t *obs, float *x) {
+    int H = net->hidden;
+    memcpy(x, net->encoder_bias, sizeof(float) * H);
+    for (int i = 0; i < GC_OBS_SIZE; i++) {
+        if (!obs[i]) continue;
+        const float *w = net->encoder + (size_t)i * H, v = obs[i];
+        for (int j = 0; j < H; j++) x[j] = fmaf(w[j], v, x[j]);
+    }
+}
+
+static void gates_scalar(int H, const float *c, float *state, float *x) {
+    for (int j = 0; j < H; j++) {
+        float h = c[j], z = gc_sigmoidf(c[H + j]), p = gc_sigmoidf(c[2 * H + j]);
+        float g = h >= 0.0f ? h + 0.5f : gc_sigmoidf(h);    /* positive candidate g(h) */
+        float s = fmaf(z, g - state[j], state[j]);          /* s' = s + z (g - s) */
+        state[j] = s;
+        x[j] = fmaf(p, s - x[j], x[j]);                     /* highway: x + sigmoid(p) (s' - x) */
+    }
+}
+
+static const kernels scalar_kernels = {dense_scalar, encode_scalar, gates_scalar};
+
+#ifdef GC_NET_X86
+/* ---- AVX2 + FMA path: 8 outputs per vector, the scalar path's operations lane by lane ---- */
+
+AVX2 static inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(GC_EXP_LO)), _mm256_set1_ps(GC_EXP_HI));
+    __m256 rounder = _mm256_set1_ps(GC_ROUNDER);
+    __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(GC_LOG2E), rounder), rounder);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-GC_LN2_HI), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-GC_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(GC_EXP_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GC_EXP_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GC_EXP_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GC_EXP_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GC_EXP_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GC_EXP_P5));
+    p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+AVX2 static inline __m256 sigmoid8(__m256 x) {
+    __m256 one = _mm256_set1_ps(1.0f), minus_x = _mm256_xor_ps(x, _mm256_set1_ps(-0.0f));
+    return _mm256_div_ps(one, _mm256_add_ps(one, exp8(minus_x)));
+}
+
+/* Three vectors (24 outputs) by ROWS rows per pass: 12 accumulators, 3 weight vectors and a
+ * broadcast fill the 16 registers. */
+AVX2 static void dense_avx2(const float *w, int in, int cols, const float *bias, const float (*x)[MAX_H], float *y,
+                            int ldy) {
+    int j = 0;
+    for (; j + 24 <= cols; j += 24) {
+        __m256 acc[ROWS][3];
+        for (int v = 0; v < 3; v++) {
+            __m256 start = bias ? _mm256_loadu_ps(bias + j + 8 * v) : _mm256_setzero_ps();
+            for (int r = 0; r < ROWS; r++) acc[r][v] = start;
+        }
+        for (int i = 0; i < in; i++) {
+            const float *wi = w + (size_t)i * cols + j;
+            __m256 w0 = _mm256_loadu_ps(wi), w1 = _mm256_loadu_ps(wi + 8), w2 = _mm256_loadu_ps(wi + 16);
+            for (int r = 0; r < ROWS; r++) {
+                __m256 xv = _mm256_broadcast_ss(&x[r][i]);
+                acc[r][0] = _mm256_fmadd_ps(w0, xv, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(w1, xv, acc[r][1]);
+                acc[r][2] = _mm256_fmadd_ps(w2, xv, acc[r][2]);
+            }
+        }
+        for (int r = 0; r < ROWS; r++)
+            for (int v = 0; v < 3; v++) _mm256_storeu_ps(y + (size_t)r * ldy + j + 8 * v, acc[r][v]);
+    }
+    for (; j < cols; j += 8) {
+        __m256 acc[ROWS];
+        for (int r = 0; r < ROWS; r++) acc[r] = bias ? _mm256_loadu_ps(bias + j) : _mm256_setzero_ps();
+        for (int i = 0; i < in; i++) {
+            __m256 wv = _mm256_loadu_ps(w + (size_t)i * cols + j);
+            for (int r = 0; r < ROWS; r++) acc[r] = _mm256_fmadd_ps(wv, _mm256_broadcast_ss(&x[r][i]), acc[r]);
+        }
+        for (int r = 0; r < ROWS; r++) _mm256_storeu_ps(y + (size_t)r * ldy + j, acc[r]);
+    }
+}
+
+AVX2 static void encode_avx2(const gc_net *net, const uint8_t *obs, float *x) {
+    int H = net->hidden, used[GC_OBS_SIZE], n = 0;
+    for (int i = 0; i < GC_OBS_SIZE; i++)
+        if (obs[i]) used[n++] = i;
+    for (int j = 0; j < H; j += 64) {
+        __m256 acc[8];
+        for (int v = 0; v < 8; v++) acc[v] = _mm256_loadu_ps(net->encoder_bias + j + 8 * v);
+        for (int u = 0; u < n; u++) {
+            const float *w = net->encoder + (size_t)used[u] * H + j;
+            __m256 value = _mm256_set1_ps((float)obs[used[u]]);
+            for (int v = 0; v < 8 && j + 8 * v < H; v++) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(w + 8 * v), value, acc[v]);
+        }
+        for (int v = 0; v < 8 && j + 8 * v < H; v++) _mm256_storeu_ps(x + j + 8 * v, acc[v]);
+    }
+}
+
+AVX2 static void gates_avx2(int H, const float *c, float *state, float *x) {
+    __m256 zero = _mm256_setzero_ps(), half = _mm256_set1_ps(0.5f);
+    for (int j = 0; j < H; j += 8) {
+        __m256 h = _mm256_loadu_ps(c + j);
+        __m256 z = sigmoid8(_mm256_loadu_ps(c + H + j)), p = sigmoid8(_mm256_loadu_ps(c + 2 * H + j));
+        __m256 g = _mm256_blendv_ps(sigmoid8(h), _mm256_add_ps(h, half), _mm256_cmp_ps(h, zero, _CMP_GE_OQ));
+        __m256 s = _mm256_loadu_ps(state + j), xv = _mm256_loadu_ps(x + j);
+        s = _mm256_fmadd_ps(z, _mm256_sub_ps(g, s), s);
+        _mm256_storeu_ps(state + j, s);
+        _mm256_storeu_ps(x + j, _mm256_fmadd_ps(p, _mm256_sub_ps(s, xv), xv));
+    }
+}
+
+static const kernels avx2_kernels = {dense_avx2, encode_avx2, gates_avx2};
+
+/* ---- AVX-512 path: 16 outputs per vector; 32 registers hold 3 vectors by ROWS rows ---- */
+
+AVX512 static void dense_avx512(const float *w, int in, int cols, const float *bias, const float (*x)[MAX_H],
+                                float *y, int ldy) {
+    int j = 0;
+    for (; j + 48 <= cols; j += 48) {
+        __m512 acc[ROWS][3];
+        for (int v = 0; v < 3; v++) {
+            __m512 start = bias ? _mm512_loadu_ps(bias + j + 16 * v) : _mm512_setzero_ps();
+            for (int r = 0; r < ROWS; r++) acc[r][v] = start;
+        }
+        for (int i = 0; i < in; i++) {
+            const float *wi = w + (size_t)i * cols + j;
+            __m512 w0 = _mm512_loadu_ps(wi), w1 = _mm512_loadu_ps(wi + 16), w2 = _mm512_loadu_ps(wi + 32);
+            for (int r = 0; r < ROWS; r++) {
+                __m512 xv = _mm512_set1_ps(x[r][i]);
+                acc[r][0] = _mm512_fmadd_ps(w0, xv, acc[r][0]);
+                acc[r][1] = _mm512_fmadd_ps(w1, xv, acc[r][1]);
+                acc[r][2] = _mm512_fmadd_ps(w2, xv, acc[r][2]);
+            }
+        }
+        for (int r = 0; r < ROWS; r++)
+            for (int v = 0; v < 3; v++) _mm512_storeu_ps(y + (size_t)r * ldy + j + 16 * v, acc[r][v]);
+    }
+    for (; j < cols; j += 16) {
+        __m512 acc[ROWS];
+        for (int r = 0; r < ROWS; r++) acc[r] = bias ? _mm512_loadu_ps(bias + j) : _mm512_setzero_ps();
+        for (int i = 0; i < in; i++) {
+            __m512 wv = _mm512_loadu_ps(w + (size_t)i * cols + j);
+            for (int r = 0; r < ROWS; r++) acc[r] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x[r][i]), acc[r]);
+        }
+        for (int r = 0; r < ROWS; r++) _mm512_storeu_ps(y + (size_t)r * ldy + j, acc[r]);
+    }
+}
+
+static const kernels avx512_kernels = {dense_avx512, encode_avx2, gates_avx2};
+#endif
+
+int gc_net_best_simd(void) {
+#ifdef GC_NET_X86
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (avx2 && __builtin_cpu_supports("avx512f")) return GC_NET_SIMD_AVX512;
+    if (avx2) return GC_NET_SIMD_AVX2;
+#endif
+    return GC_NET_SIMD_SCALAR;
+}
+
+int gc_net_prepare(gc_net *net) {
+    if (net->hidden < 16 || net->hidden > MAX_H || net->hidden % 16 || net->layers < 1 ||
+        net->layers > GC_NET_MAX_LAYERS || !net->encoder || !net->encoder_bias || !net->decoder || !net->decoder_bias)
+        return -1;
+    for (int l = 0; l < net->layers; l++)
+        if (!net->gru[l]) return -1;
+    int best = gc_net_best_simd();
+    if (net->simd == GC_NET_SIMD_BEST) net->simd = best;
+    if (net->simd < GC_NET_SIMD_SCALAR || net->simd > best) return -1;
+    return 0;
+}
+
+static const kernels *kernels_of(int simd) {
+#ifdef GC_NET_X86
+    if (simd == GC_NET_SIMD_AVX512) return &avx512_kernels;
+    if (simd == GC_NET_SIMD_AVX2) return &avx2_kernels;
+#endif
+    (void)simd;
+    return &scalar_kernels;
+}
+
+void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *obs, float *states, float *out) {
+    const kernels *k = kernels_of(net->simd);
+    int H = net->hidden;
+    size_t state_size = (size_t)net->layers * H;
+    scratch s;
+    for (int first = 0; first < n; first += ROWS) {
+        int rows = n - first < ROWS ? n - first : ROWS;
+        for (int r = 0; r < rows; r++) k->encode(net, obs + (size_t)(first + r) * GC_OBS_SIZE, s.x[r]);
+        for (int r = rows; r < ROWS; r++) memcpy(s.x[r], s.x[0], sizeof(float) * H);
+        for (int l = 0; l < net->layers; l++) {
+            k->dense(net->gru[l], H, 3 * H, NULL, (const float (*)[MAX_H])s.x, &s.c[0][0], 3 * MAX_H);
+            for (int r = 0; r < ROWS; r++) {
+                float *state = r < rows ? states + (size_t)slots[first + r] * state_size + (size_t)l * H : s.spare_state;
+                if (r >= rows) memset(state, 0, sizeof(float) * H);
+                k->gates(H, s.c[r], state, s.x[r]);
+            }
+        }
+        if (!out) continue;
+        k->dense(net->decoder, H, GC_NET_DECODER_STRIDE, net->decoder_bias, (const float (*)[MAX_H])s.x, &s.out[0][0],
+                 GC_NET_DECODER_STRIDE);
+        for (int r = 0; r < rows; r++)
+            memcpy(out + (size_t)(first + r) * GC_NET_OUTPUTS, s.out[r], sizeof(float) * GC_NET_OUTPUTS);
+    }
+}

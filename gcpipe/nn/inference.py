@@ -1,0 +1,94 @@
+"""Network inference for play, in C (csrc/gc_net.h): the MinGRU step of model.md §1 with a fixed
+summation order, so a game's outputs are bit-identical whichever other games share a call, however
+many workers run and on every machine — whatever BLAS torch would have used.  Training keeps torch;
+play (matches, `gcpipe play`, training evaluation, search) goes through here.
+
+`CompiledNet` holds a network's weights laid out for the C step (input-major copies of the torch
+matrices); `step` advances per-slot recurrent states held by the caller in one float32 array
+[n_slots, L, H] and optionally writes the 257 outputs per row (256 action logits, then the value).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from gcpipe._engine import ffi, lib
+from gcpipe.errors import UserError
+from gcpipe.nn.model import MinGRUPolicy
+
+OUTPUTS = lib.GC_NET_OUTPUTS                      # 256 logits + the value
+# Code paths, all giving the same bits (csrc/gc_net.h); BEST is the widest this CPU has.
+SIMD = {"best": lib.GC_NET_SIMD_BEST, "scalar": lib.GC_NET_SIMD_SCALAR, "avx2": lib.GC_NET_SIMD_AVX2,
+        "avx512": lib.GC_NET_SIMD_AVX512}
+
+
+def best_simd() -> str:
+    """The name of the widest code path this CPU runs."""
+    code = lib.gc_net_best_simd()
+    return next(name for name, value in SIMD.items() if value == code)
+
+
+class CompiledNet:
+    """A MinGRUPolicy's weights as gc_net_step reads them.  `simd` picks the code path (for tests
+    and benchmarks; every path gives the same bits)."""
+
+    def __init__(self, model: MinGRUPolicy, simd: str = "best"):
+        hidden, layers = model.hidden, model.layers
+        if hidden % 16 or not 16 <= hidden <= lib.GC_NET_MAX_HIDDEN or not 1 <= layers <= lib.GC_NET_MAX_LAYERS:
+            raise UserError(f"the C network step holds hidden sizes that are multiples of 16 up to "
+                            f"{lib.GC_NET_MAX_HIDDEN} and 1..{lib.GC_NET_MAX_LAYERS} layers; this network has "
+                            f"H={hidden}, L={layers}")
+        if simd not in SIMD:
+            raise UserError(f"unknown code path {simd!r}; choose one of {', '.join(SIMD)}")
+        self.hidden, self.layers = hidden, layers
+        stride = lib.GC_NET_DECODER_STRIDE
+
+        def input_major(weight: torch.Tensor, columns: int | None = None) -> np.ndarray:
+            matrix = weight.detach().cpu().float().numpy().T
+            out = np.zeros((matrix.shape[0], columns or matrix.shape[1]), np.float32)
+            out[:, :matrix.shape[1]] = matrix
+            return out
+
+        def bias(linear: torch.nn.Linear, size: int) -> np.ndarray:
+            out = np.zeros(size, np.float32)
+            if linear.bias is not None:
+                values = linear.bias.detach().cpu().float().numpy()
+                out[:len(values)] = values
+            return out
+
+        self._arrays = {"encoder": input_major(model.encoder.weight), "encoder_bias": bias(model.encoder, hidden),
+                        "decoder": input_major(model.decoder.weight, stride),
+                        "decoder_bias": bias(model.decoder, stride)}
+        self._arrays.update({f"gru{i}": input_major(gru.weight) for i, gru in enumerate(model.grus)})
+        net = ffi.new("gc_net *")
+        net.hidden, net.layers, net.simd = hidden, layers, SIMD[simd]
+        for name in ("encoder", "encoder_bias", "decoder", "decoder_bias"):
+            setattr(net, name, _pointer(self._arrays[name]))
+        for i in range(layers):
+            net.gru[i] = _pointer(self._arrays[f"gru{i}"])
+        if lib.gc_net_prepare(net) != 0:
+            raise UserError(f"this CPU cannot run the {simd} code path (it has {best_simd()})")
+        self._net = net
+        self.simd = next(name for name, value in SIMD.items() if value == net.simd)
+
+    def new_states(self, n_slots: int) -> np.ndarray:
+        """Zeroed recurrent states for n_slots slots: float32 [n_slots, L, H]."""
+        return np.zeros((n_slots, self.layers, self.hidden), np.float32)
+
+    def step(self, states: np.ndarray, slots: np.ndarray, obs: np.ndarray, out: np.ndarray | None = None) -> None:
+        """Advances states[slots[k]] on observation obs[k] (uint8 [k, 120]); with `out` (float32
+        [k, 257]) also writes each row's logits and value.  The caller guarantees the shapes, dtypes
+        and distinct in-range slots (NetworkPlayer checks them)."""
+        n = len(slots)
+        if n:
+            lib.gc_net_step(self._net, n, ffi.from_buffer("int32_t[]", slots), ffi.from_buffer("uint8_t[]", obs),
+                            ffi.from_buffer("float[]", states), ffi.NULL if out is None else ffi.from_buffer("float[]", out))
+
+    @property
+    def c_net(self):
+        """The `gc_net *` (kept alive by this object) for C code that evaluates the net itself."""
+        return self._net
+
+
+def _pointer(array: np.ndarray):
+    return ffi.from_buffer("float[]", array)
