@@ -45,4 +45,46 @@ static inline float gc_expf(float x) {
 
 static inline float gc_sigmoidf(float x) { return 1.0f / (1.0f + gc_expf(-x)); }
 
+/* Cephes' logf polynomial on [sqrt(1/2) - 1, sqrt(2) - 1]. */
+#define GC_LOG_Q0 7.0376836292e-2f
+#define GC_LOG_Q1 (-1.1514610310e-1f)
+#define GC_LOG_Q2 1.1676998740e-1f
+#define GC_LOG_Q3 (-1.2420140846e-1f)
+#define GC_LOG_Q4 1.4249322787e-1f
+#define GC_LOG_Q5 (-1.6668057665e-1f)
+#define GC_LOG_Q6 2.0000714765e-1f
+#define GC_LOG_Q7 (-2.4999993993e-1f)
+#define GC_LOG_Q8 3.3333331174e-1f
+
+/* log(x) for normal x > 0, within 2 ulp (the Gumbel noise of the search).  x = m 2^e with m in
+ * [sqrt(1/2), sqrt(2)) by the exponent bits, then log(m) by the polynomial. */
+static inline float gc_logf(float x) {
+    int32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int32_t e = ((bits >> 23) & 0xFF) - 126;                 /* x = m 2^e, m in [0.5, 1) */
+    bits = (bits & 0x007FFFFF) | 0x3F000000;
+    float m;
+    memcpy(&m, &bits, sizeof m);
+    if (m < 0.70710678118654752f) {
+        e -= 1;
+        m = m + m - 1.0f;
+    } else {
+        m = m - 1.0f;
+    }
+    float z = m * m, y = GC_LOG_Q0;
+    y = fmaf(y, m, GC_LOG_Q1);
+    y = fmaf(y, m, GC_LOG_Q2);
+    y = fmaf(y, m, GC_LOG_Q3);
+    y = fmaf(y, m, GC_LOG_Q4);
+    y = fmaf(y, m, GC_LOG_Q5);
+    y = fmaf(y, m, GC_LOG_Q6);
+    y = fmaf(y, m, GC_LOG_Q7);
+    y = fmaf(y, m, GC_LOG_Q8);
+    float ef = (float)e;
+    y = y * m * z;
+    y = fmaf(ef, GC_LN2_LO, y);
+    y = fmaf(-0.5f, z, y);
+    return fmaf(ef, GC_LN2_HI, m + y);
+}
+
 #endif

@@ -135,9 +135,40 @@ typedef struct {
 int gc_net_prepare(gc_net *net);
 int gc_net_best_simd(void);
 void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *obs, float *states, float *out);
+
+/* csrc/gc_search.h: network-guided tree search */
+enum { GC_SEARCH_PUCT = 0, GC_SEARCH_GUMBEL = 1 };
+enum { GC_VALUE_LINEAR = 0, GC_VALUE_LOGISTIC = 1 };
+#define GC_SEARCH_MAX_LEGAL ...
+typedef struct {
+    int variant;
+    int simulations;
+    float c_puct;
+    int considered;
+    float c_visit, c_scale;
+    int value_squash;
+    float value_coef[4];
+    int rollouts;
+    float rollout_weight;
+} gc_search_config;
+typedef struct gc_search gc_search;
+typedef struct {
+    float root_value;
+    float search_value;
+    int32_t visits_of_move;
+    int32_t legal;
+} gc_search_stats;
+gc_search *gc_search_new(const gc_search_config *config, int max_games, int layers, int hidden);
+void gc_search_free(gc_search *search);
+int gc_search_check_config(const gc_search_config *config);
+int gc_search_run(gc_search *search, const gc_net *net, gc_state *games, const int32_t *idx, int n,
+                  float *net_states, const int32_t *slots, int32_t *actions, float *policy, gc_search_stats *stats);
+int gc_search_node_info(const gc_search *search, int k, int index, int32_t *parent, int32_t *action, int32_t *visits,
+                        double *value_sum, float *raw_value, float *state);
+float gc_logf(float x);
 """
 
-HEADERS = ["gc_math.h", "gc_rules.h", "gc_bots.h", "gc_mcts.h", "gc_env.h", "gc_net.h"]
+HEADERS = ["gc_math.h", "gc_rules.h", "gc_bots.h", "gc_mcts.h", "gc_env.h", "gc_net.h", "gc_search.h"]
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
