@@ -12,6 +12,9 @@
 #define GC_STONE_SUPPLY 66
 #define GC_NUM_POINTS 49
 #define GC_NUM_SQUARES 64
+/* No legal game is longer: 33 Guerrilla turns (66 stones, two a turn), at most one COIN turn after
+ * each, and every COIN move beyond a turn's first is a chain capture of a stone (at most 66). */
+#define GC_MAX_GAME_PLIES 132
 
 /* Sides (also the observation's side-to-move byte and the winner field). */
 enum { GC_NONE = 0, GC_GUERRILLA = 1, GC_COIN = 2 };

@@ -82,12 +82,14 @@ def train(run: str = typer.Argument(..., help="The run's name under `runs:` in t
           restart: bool = typer.Option(False, "--restart",
                                        help="Start over even if the run folder holds a saved state of the same "
                                             "settings (by default a rerun continues from it)."),
-          threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice).")):
-    """PPO training of RUN: checkpoints, metrics.csv, resume state and final.bin in the run folder."""
+          threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice); expert "
+                                                               "iteration plays its games in as many processes."),
+          init: Path = typer.Option(None, "--init", help="Start from this checkpoint (overrides the run's init_run).")):
+    """Train RUN (PPO or expert iteration): checkpoints, metrics.csv, resume state and final.bin in the run folder."""
     from gcpipe.train.config import load_run_config
     from gcpipe.train.run import train as run_training
 
-    folder = run_training(run, load_run_config(config, run), out, restart=restart, threads=threads)
+    folder = run_training(run, load_run_config(config, run), out, restart=restart, threads=threads, init=init)
     typer.echo(f"{run}: {folder / 'final.bin'}" if (folder / "final.bin").exists() else f"{run}: stopped, state in {folder}")
 
 
@@ -240,6 +242,28 @@ def bench_net(games: int = typer.Option(4096, "--games", help="Concurrent games.
     for key, value in result.items():
         typer.echo(f"{key}: {value:,.0f}" if isinstance(value, float) and value >= 100
                    else f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")
+
+
+@bench_app.command("search")
+def bench_search(simulations: int = typer.Option(64, "--simulations", help="Simulations per decision."),
+                 variant: str = typer.Option("gumbel", "--variant", help="gumbel or puct."),
+                 games: int = typer.Option(256, "--games", help="Concurrent games per worker."),
+                 plies: int = typer.Option(10, "--plies", help="Plies played (one search per game each)."),
+                 workers: str = typer.Option("1,2", "--workers", help="Worker counts to measure, comma-separated."),
+                 checkpoint: Path = typer.Option(None, "--checkpoint", help="A .bin to search with (default: a random net).")):
+    """Search speed in self-play: simulations/s and decisions/s at each worker count."""
+    from gcpipe.search.bench import bench_search as run
+    from gcpipe.search.settings import make_settings
+
+    try:
+        counts = [int(w) for w in workers.split(",")]
+    except ValueError:
+        raise UserError(f"--workers must be comma-separated integers, got {workers!r}") from None
+    settings = make_settings(where="bench search", simulations=simulations, variant=variant)
+    for row in run(settings, games, plies, counts, None if checkpoint is None else str(checkpoint)):
+        typer.echo(f"workers {row['workers']}: {row['simulations_per_s']:,.0f} simulations/s, "
+                   f"{row['decisions_per_s']:,.1f} decisions/s ({row['variant']}, {row['simulations']} simulations, "
+                   f"{row['games_per_worker']} games per worker)")
 
 
 @bench_app.command("train")

@@ -318,7 +318,7 @@ def test_cli_errors_are_one_line(tmp_path):
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         "gcpipe: error: unknown player 'nonsense': not a config player; short specs are random, greedy, "
-        "mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], net:PATH"]
+        "mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], net:PATH, search:PATH:SIMULATIONS"]
     assert not (tmp_path / "x.jsonl").exists()
 
 

@@ -172,10 +172,13 @@ def test_run_schema_mirrors_trainconfig():
     assert list(schema) == list(fields)
     json_types = {"int": "integer", "float": "number", "bool": "boolean"}
     choices = {"layout": train_config.LAYOUTS, "opponent": train_config.OPPONENTS,
-               "mcts_rollout": train_config.MCTS_ROLLOUTS}
+               "mcts_rollout": train_config.MCTS_ROLLOUTS, "algorithm": train_config.ALGORITHMS,
+               "search_variant": train_config.SEARCH_VARIANTS}
     for name, field in fields.items():
         assert schema[name]["default"] == field.default, name
-        if field.type == "str":
+        if name == "init_run":
+            assert schema[name]["type"] == "string"
+        elif field.type == "str":
             assert sorted(schema[name]["enum"]) == sorted(choices[name]), name
         elif name != "side":
             assert schema[name]["type"] == json_types[field.type], name
@@ -188,7 +191,8 @@ def test_player_schema_mirrors_the_match_runner():
 
     defs = load_schema()["$defs"]
     keys = {"random": set(defs["simple_bot"]["properties"]), "greedy": set(defs["simple_bot"]["properties"]),
-            "mcts": set(defs["mcts"]["properties"]), "net": set(defs["net"]["properties"])}
+            "mcts": set(defs["mcts"]["properties"]), "net": set(defs["net"]["properties"]),
+            "search": set(defs["search"]["properties"])}
     assert keys == match_players._CONFIG_KEYS
     mcts = defs["mcts"]["properties"]
     assert (mcts["iterations"]["default"], mcts["exploration"]["default"], mcts["rollout"]["default"]) == (

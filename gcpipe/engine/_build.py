@@ -114,6 +114,8 @@ int gc_vec_step(gc_vec *v);
 int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed);
 void gc_vec_random_actions(gc_vec *v, uint64_t *rng);
 
+#define GC_MAX_GAME_PLIES ...
+
 /* csrc/gc_math.h (static inline; cffi wraps it) and csrc/gc_net.h: network inference for play */
 float gc_expf(float x);
 #define GC_NET_MAX_HIDDEN ...

@@ -23,7 +23,7 @@ from pathlib import Path
 from gcpipe.engine.bots import MCTS_DEFAULT_EXPLORATION, MCTS_DEFAULT_ROLLOUT, BotSpec, parse_bot
 from gcpipe.errors import UserError
 
-KINDS = ("random", "greedy", "mcts", "net")
+KINDS = ("random", "greedy", "mcts", "net", "search")
 # Names end up in file names (G__C.jsonl), so "__" (the cell separator) and path characters are out.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]*(_[A-Za-z0-9.\-]+)*$")
 _CONFIG_KEYS = {
@@ -31,6 +31,8 @@ _CONFIG_KEYS = {
     "greedy": {"kind", "roster"},
     "mcts": {"kind", "roster", "iterations", "exploration", "rollout"},
     "net": {"kind", "roster", "path", "run", "sha256", "full_turn"},
+    "search": {"kind", "roster", "path", "run", "sha256", "simulations", "variant", "c_puct", "considered", "c_visit",
+               "c_scale", "value", "value_squash", "value_coef", "rollouts", "rollout_weight"},
 }
 
 
@@ -47,10 +49,12 @@ class Player:
     full_turn: bool = False
     roster: int | None = None      # roster position (rules.md §8); PlayerBook.field sets it
     identity: dict = field(default_factory=dict, compare=False)
+    search: object = None          # a search player's SearchSettings
 
     @property
     def is_net(self) -> bool:
-        return self.kind == "net"
+        """Plays through a network (a net or a search player)."""
+        return self.kind in ("net", "search")
 
 
 def make_bot(name: str, spec: BotSpec | str, roster: int | None = None) -> Player:
@@ -84,6 +88,16 @@ def make_net(name: str, path, sha256: str | None = None, full_turn: bool | None 
                   full_turn=full_turn, roster=roster, identity=identity)
 
 
+def make_search(name: str, path, settings, sha256: str | None = None, roster: int | None = None) -> Player:
+    """A search player: the network of the checkpoint at `path` guiding the search `settings`."""
+    from gcpipe.search.player import SearchPlayer
+
+    net = make_net(name, path, sha256, roster=roster)
+    SearchPlayer(path, settings)   # a file the search cannot use fails here, before any game
+    identity = {"kind": "search", "path": net.path, "sha256": net.sha256, "layout": net.layout, **settings.identity()}
+    return replace(net, kind="search", search=settings, identity=identity)
+
+
 def player_from_config(name: str, entry) -> Player:
     """The player of one `players:` entry of the pipeline config."""
     if not isinstance(entry, dict):
@@ -104,7 +118,7 @@ def player_from_config(name: str, entry) -> Player:
         except UserError as problem:
             raise UserError(f"config player {name}: {problem}") from None
     if ("path" in entry) == ("run" in entry):
-        raise UserError(f"config player {name}: a net needs exactly one of 'path' or 'run'")
+        raise UserError(f"config player {name}: a {kind} player needs exactly one of 'path' or 'run'")
     if "run" in entry:
         if not isinstance(entry["run"], str) or not _NAME.match(entry["run"]):
             raise UserError(f"config player {name}: run must be a run name, got {entry['run']!r}")
@@ -115,6 +129,15 @@ def player_from_config(name: str, entry) -> Player:
         if not isinstance(entry["path"], str) or not entry["path"]:
             raise UserError(f"config player {name}: path must be a file path, got {entry['path']!r}")
         path = entry["path"]
+    if kind == "search":
+        from gcpipe.search.settings import make_settings
+
+        keys = _CONFIG_KEYS["search"] - {"kind", "roster", "path", "run", "sha256"}
+        values = {key: entry[key] for key in keys if key in entry}
+        if "value_coef" in values and isinstance(values["value_coef"], list):
+            values["value_coef"] = tuple(values["value_coef"])
+        settings = make_settings(where=f"config player {name}", **values)
+        return make_search(name, path, settings, entry.get("sha256"), roster)
     return make_net(name, path, entry.get("sha256"), entry.get("full_turn"), roster)
 
 
@@ -188,9 +211,17 @@ def parse_spec(spec: str) -> Player:
         if not rest:
             raise UserError(f"player spec {spec!r}: write net:PATH")
         return make_net(name or _net_name(rest), rest, roster=roster)
+    if kind == "search":
+        from gcpipe.search.settings import make_settings
+
+        path, _, simulations = rest.rpartition(":")
+        if not path or not simulations.isdigit():
+            raise UserError(f"player spec {spec!r}: write search:PATH:SIMULATIONS")
+        settings = make_settings(where=f"player spec {spec!r}", simulations=int(simulations))
+        return make_search(name or f"{_net_name(path)}-s{simulations}", path, settings, roster=roster)
     if kind not in ("random", "greedy", "mcts"):
         raise UserError(f"unknown player {spec!r}: not a config player; short specs are random, greedy, "
-                        f"mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], net:PATH")
+                        f"mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], net:PATH, search:PATH:SIMULATIONS")
     bot = parse_bot(text)
     return make_bot(name or _bot_name(bot), bot, roster)
 

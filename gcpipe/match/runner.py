@@ -93,9 +93,9 @@ class CellPlayer:
                 slot_game[slot] = next_game
                 started.append(slot)
                 next_game += 1
-            for net in self._nets:
+            for player, net in zip(self.players, self._nets):
                 if net is not None and started:
-                    net.reset(np.array(started))
+                    (net.new_games if player.kind == "search" else net.reset)(np.array(started))
 
         start_games(range(self._slots))
         while True:
@@ -110,6 +110,12 @@ class CellPlayer:
                 if net is None:
                     if rows.any():
                         batch.bot_apply(active[rows], self._bots[side], self._workspace)
+                elif self.players[side].kind == "search":
+                    if not rows.all():
+                        net.observe(batch, active[~rows])
+                    if rows.any():
+                        for slot, action in zip(active[rows], net.choose(batch, active[rows])):
+                            batch.apply(int(slot), int(action))
                 else:
                     if net.full_turn and not rows.all():
                         # rules.md §9: a full-turn net also steps on the other side's plies.
@@ -133,7 +139,12 @@ def _network(player: Player):
     from gcpipe.nn.player import NetworkPlayer
 
     # The SHA-256 checked when the player was defined must still hold in every worker.
-    return NetworkPlayer(load(player.path, expected_sha256=player.sha256), full_turn=player.full_turn)
+    checkpoint = load(player.path, expected_sha256=player.sha256)
+    if player.kind == "search":
+        from gcpipe.search.player import SearchPlayer
+
+        return SearchPlayer(checkpoint, player.search)
+    return NetworkPlayer(checkpoint, full_turn=player.full_turn)
 
 
 # -- worker processes -----------------------------------------------------------------------

@@ -10,7 +10,6 @@ matrices); `step` advances per-slot recurrent states held by the caller in one f
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from gcpipe._engine import ffi, lib
 from gcpipe.errors import UserError
@@ -28,12 +27,33 @@ def best_simd() -> str:
     return next(name for name, value in SIMD.items() if value == code)
 
 
+def net_arrays(model: MinGRUPolicy) -> dict[str, np.ndarray]:
+    """A model's weights as CompiledNet.from_arrays takes them: torch's (out, in) matrices and bias
+    vectors as float32 arrays (no bias: absent)."""
+    arrays = {"encoder": model.encoder.weight, "decoder": model.decoder.weight}
+    arrays.update({f"gru{i}": gru.weight for i, gru in enumerate(model.grus)})
+    if model.encoder.bias is not None:
+        arrays.update(encoder_bias=model.encoder.bias, decoder_bias=model.decoder.bias)
+    return {name: tensor.detach().cpu().float().numpy().copy() for name, tensor in arrays.items()}
+
+
 class CompiledNet:
     """A MinGRUPolicy's weights as gc_net_step reads them.  `simd` picks the code path (for tests
     and benchmarks; every path gives the same bits)."""
 
     def __init__(self, model: MinGRUPolicy, simd: str = "best"):
-        hidden, layers = model.hidden, model.layers
+        self._build(net_arrays(model), simd)
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], simd: str = "best") -> "CompiledNet":
+        """From `net_arrays` output — no torch involved (e.g. in a forked worker process)."""
+        net = cls.__new__(cls)
+        net._build(arrays, simd)
+        return net
+
+    def _build(self, weights: dict[str, np.ndarray], simd: str) -> None:
+        hidden = weights["encoder"].shape[0]
+        layers = sum(name.startswith("gru") for name in weights)
         if hidden % 16 or not 16 <= hidden <= lib.GC_NET_MAX_HIDDEN or not 1 <= layers <= lib.GC_NET_MAX_LAYERS:
             raise UserError(f"the C network step holds hidden sizes that are multiples of 16 up to "
                             f"{lib.GC_NET_MAX_HIDDEN} and 1..{lib.GC_NET_MAX_LAYERS} layers; this network has "
@@ -43,23 +63,20 @@ class CompiledNet:
         self.hidden, self.layers = hidden, layers
         stride = lib.GC_NET_DECODER_STRIDE
 
-        def input_major(weight: torch.Tensor, columns: int | None = None) -> np.ndarray:
-            matrix = weight.detach().cpu().float().numpy().T
-            out = np.zeros((matrix.shape[0], columns or matrix.shape[1]), np.float32)
-            out[:, :matrix.shape[1]] = matrix
+        def input_major(matrix: np.ndarray, columns: int | None = None) -> np.ndarray:
+            out = np.zeros((matrix.shape[1], columns or matrix.shape[0]), np.float32)
+            out[:, :matrix.shape[0]] = matrix.T
             return out
 
-        def bias(linear: torch.nn.Linear, size: int) -> np.ndarray:
+        def bias(name: str, size: int) -> np.ndarray:
             out = np.zeros(size, np.float32)
-            if linear.bias is not None:
-                values = linear.bias.detach().cpu().float().numpy()
-                out[:len(values)] = values
+            if name in weights:
+                out[:len(weights[name])] = weights[name]
             return out
 
-        self._arrays = {"encoder": input_major(model.encoder.weight), "encoder_bias": bias(model.encoder, hidden),
-                        "decoder": input_major(model.decoder.weight, stride),
-                        "decoder_bias": bias(model.decoder, stride)}
-        self._arrays.update({f"gru{i}": input_major(gru.weight) for i, gru in enumerate(model.grus)})
+        self._arrays = {"encoder": input_major(weights["encoder"]), "encoder_bias": bias("encoder_bias", hidden),
+                        "decoder": input_major(weights["decoder"], stride), "decoder_bias": bias("decoder_bias", stride)}
+        self._arrays.update({f"gru{i}": input_major(weights[f"gru{i}"]) for i in range(layers)})
         net = ffi.new("gc_net *")
         net.hidden, net.layers, net.simd = hidden, layers, SIMD[simd]
         for name in ("encoder", "encoder_bias", "decoder", "decoder_bias"):

@@ -31,9 +31,17 @@ class SearchPlayer:
         if not checkpoint.has_value_head and settings.value != "rollout":
             raise UserError(f"checkpoint {checkpoint.path or '(in memory)'} has no value head (layout "
                             f"{checkpoint.layout}): a search with it needs value 'rollout'")
-        self.checkpoint, self.settings = checkpoint, settings
-        self.full_turn = checkpoint.full_turn
-        self.net = CompiledNet(checkpoint.model, simd)
+        self._init(CompiledNet(checkpoint.model, simd), settings, checkpoint.full_turn)
+
+    @classmethod
+    def from_net(cls, net: CompiledNet, settings: SearchSettings, full_turn: bool = True) -> "SearchPlayer":
+        """A search player over a compiled standard-5c network (e.g. one being trained)."""
+        player = cls.__new__(cls)
+        player._init(net, settings, full_turn)
+        return player
+
+    def _init(self, net: CompiledNet, settings: SearchSettings, full_turn: bool) -> None:
+        self.net, self.settings, self.full_turn = net, settings, full_turn
         self._states: np.ndarray | None = None
         self._searcher: Searcher | None = None
         self.last: SearchResult | None = None     # the statistics of the latest choose()

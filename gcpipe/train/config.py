@@ -13,6 +13,8 @@ import yaml
 from gcpipe.errors import UserError
 
 LAYOUTS = ("5c", "5c-bias", "legacy")
+ALGORITHMS = ("ppo", "expert")
+SEARCH_VARIANTS = ("gumbel", "puct")
 OPPONENTS = ("random", "greedy", "mcts")
 MCTS_ROLLOUTS = ("random", "greedy")
 
@@ -69,6 +71,22 @@ class TrainConfig:
     # actor) and Guerrilla rows from the value row, so the checkpoint layout is unchanged.
     # Bot mode needs no such split (the agent sees only its own turns) and ignores it.
     side_value: bool = True
+    # Algorithm.  "ppo": the reference trainer (model.md §4).  "expert": expert iteration
+    # (gcpipe/train/expert.py): self-play moves chosen by a Gumbel search with the current network,
+    # the policy trained toward the search's improved policy, both value rows (the value row for
+    # the Guerrilla, the pass logit for the COIN: side_value's convention) toward the game's
+    # +-1 outcome.  An epoch is one iteration; the run lasts expert_iterations (total_timesteps,
+    # num_envs and horizon are PPO's).  bot_fraction of the games are against `opponent`.
+    algorithm: str = "ppo"
+    expert_iterations: int = 100
+    init_run: str = ""              # start from results/runs/INIT_RUN/final.bin (else a fresh init)
+    search_simulations: int = 32    # expert: simulations per self-play move
+    search_variant: str = "gumbel"
+    search_considered: int = 16     # expert: root actions the Gumbel search considers
+    selfplay_games: int = 512       # expert: complete games per iteration
+    replay_games: int = 1024        # expert: the newest games each update trains on
+    expert_epochs: int = 2          # expert: passes over the replay games per iteration
+    expert_minibatch_rows: int = 64 # expert: rows of packed whole games per minibatch
     # Outputs.
     layout: str = "5c"              # checkpoint layout: 5c | 5c-bias | legacy (bias layouts train biases)
     checkpoint_interval: int = 20   # epochs between checkpoints, pool snapshots and resume states
@@ -91,6 +109,8 @@ class TrainConfig:
 
     @property
     def total_epochs(self) -> int:
+        if self.algorithm == "expert":
+            return self.expert_iterations
         return max(1, self.total_timesteps // self.steps_per_epoch)
 
     @property
@@ -140,11 +160,14 @@ def _check(name: str, value, where: str):
 
 _POSITIVE = ("total_timesteps", "num_envs", "horizon", "minibatch_size", "replay_ratio", "learning_rate",
              "max_grad_norm", "gamma", "vtrace_rho_clip", "vtrace_c_clip", "mcts_iterations",
-             "max_episode_length", "pool_size", "frozen_banks", "checkpoint_interval", "eval_games")
+             "max_episode_length", "pool_size", "frozen_banks", "checkpoint_interval", "eval_games",
+             "search_simulations", "search_considered", "selfplay_games", "replay_games", "expert_epochs",
+             "expert_minibatch_rows", "expert_iterations")
 _NON_NEGATIVE = ("clip_coef", "vf_clip_coef", "vf_coef", "ent_coef", "prio_alpha", "mcts_exploration",
                  "eval_interval", "seed", "max_epochs", "gae_lambda", "prio_beta0")
 _UNIT = ("muon_momentum", "gamma", "gae_lambda", "historical_fraction", "bot_fraction", "prio_beta0")
-_CHOICES = {"layout": LAYOUTS, "opponent": OPPONENTS, "mcts_rollout": MCTS_ROLLOUTS}
+_CHOICES = {"layout": LAYOUTS, "opponent": OPPONENTS, "mcts_rollout": MCTS_ROLLOUTS, "algorithm": ALGORITHMS,
+            "search_variant": SEARCH_VARIANTS}
 
 
 def make_config(settings: dict, where: str = "run config") -> TrainConfig:
@@ -186,6 +209,18 @@ def make_config(settings: dict, where: str = "run config") -> TrainConfig:
     if config.num_bot_envs + config.num_historical_envs > config.num_envs:
         raise UserError(f"{where}: 'bot_fraction' + 'historical_fraction' must not exceed 1, got "
                         f"{config.bot_fraction} + {config.historical_fraction}")
+    if config.algorithm == "expert":
+        if not config.selfplay:
+            raise UserError(f"{where}: algorithm 'expert' plays self-play games; set selfplay true")
+        if config.layout == "legacy":
+            raise UserError(f"{where}: algorithm 'expert' trains both value rows, which layout legacy cannot "
+                            f"hold; use layout 5c or 5c-bias")
+        if config.historical_fraction:
+            raise UserError(f"{where}: algorithm 'expert' has no opponent pool; set historical_fraction to 0")
+        if config.replay_games < config.selfplay_games:
+            raise UserError(f"{where}: 'replay_games' ({config.replay_games}) must be at least 'selfplay_games' "
+                            f"({config.selfplay_games}): each update trains on the newest games")
+        return config
     if config.steps_per_epoch > config.total_timesteps:
         raise UserError(f"{where}: 'total_timesteps' ({config.total_timesteps}) is below one epoch "
                         f"({config.steps_per_epoch} steps = num_envs x slots x horizon)")

@@ -280,6 +280,19 @@ class PPO:
         out.update(explained_variance=explained_variance, learning_rate=lr)
         return out
 
+    # ---------------------------------------------------------------- driving (gcpipe.train.run)
+    def pop_log(self) -> dict[str, float]:
+        return self.env.pop_log()
+
+    def on_checkpoint(self) -> None:
+        """A checkpoint was written: the current policy joins the opponent pool, which redraws."""
+        if self.pool is not None:
+            self.pool.add(self.global_step, self.policy)
+            self.pool.refresh()
+
+    def close(self) -> None:
+        self.env.close()
+
     # ---------------------------------------------------------------- resume
     def state_dict(self) -> dict:
         return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),

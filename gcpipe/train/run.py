@@ -35,10 +35,13 @@ LOG_FIELDS = (["games", "perf", "score", "episode_return", "episode_length", "in
                "slot_0_score", "slot_1_score", "slot_0_score_as_guerrilla", "slot_0_score_as_coin",
                "hist_score", "hist_n"]
               + [f"hist_{kind}_bank_{i}" for i in range(8) for kind in ("score", "n")]
-              + ["bot_score", "bot_n"])
+              + ["bot_score", "bot_n"]
+              # expert iteration (gcpipe/train/expert.py): self-play results and value accuracy
+              + ["selfplay_guerrilla_wins"]
+              + [f"{value}_brier_{side}" for value in ("root_value", "search_value") for side in ("guerrilla", "coin")])
 METRIC_FIELDS = (["epoch", "global_step", "wall_time", "sps", "rollout_seconds", "update_seconds",
                   "learning_rate", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
-                  "explained_variance"]
+                  "explained_variance", "target_entropy"]
                  + LOG_FIELDS + ["eval_win_rate_as_guerrilla", "eval_win_rate_as_coin"])
 # Settings that change when a run stops, not what it computes: a resumed run may differ in them.
 _STOP_SETTINGS = ("max_epochs",)
@@ -52,26 +55,34 @@ def default_run_dir(run: str) -> Path:
     return Path("results") / "runs" / run
 
 
+def init_checkpoint_path(config: TrainConfig) -> Path | None:
+    """The checkpoint a run starts from: results/runs/INIT_RUN/final.bin, or None for a fresh init."""
+    return default_run_dir(config.init_run) / "final.bin" if config.init_run else None
+
+
 def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False, threads: int | None = None,
-          echo=None) -> Path:
+          echo=None, init=None) -> Path:
     """Trains `run` into `out_dir` (default results/runs/RUN) and returns the directory.  A no-op when
-    final.bin exists for the same config, unless `restart`.  `echo(line)` receives progress lines
-    (default stderr)."""
+    final.bin exists for the same config, unless `restart`.  `init` (a checkpoint path) overrides
+    the config's init_run.  `echo(line)` receives progress lines (default stderr)."""
     out = Path(out_dir) if out_dir is not None else default_run_dir(run)
     if threads is not None:
         if threads <= 0:
             raise UserError(f"--threads must be positive, got {threads}")
         torch.set_num_threads(threads)
+    init_path = Path(init) if init is not None else init_checkpoint_path(config)
+    init_checkpoint = checkpoint.load(init_path) if init_path is not None else None
     record = {"run": run, "config": config.to_dict(),
               "derived": {"num_agents": config.num_agents, "steps_per_epoch": config.steps_per_epoch,
-                          "total_epochs": config.total_epochs}}
+                          "total_epochs": config.total_epochs,
+                          "init_sha256": init_checkpoint.sha256 if init_checkpoint else None}}
     previous = _read_json(out / "config.json")
     same_config = previous is not None and _comparable(previous) == _comparable(record)
     if (out / "final.bin").exists() and same_config and not restart:
         (echo or _stderr)(f"{run}: already trained ({out / 'final.bin'}), nothing to do")
         return out
 
-    ppo = PPO(config)
+    ppo = _trainer(config, init_checkpoint)
     metrics_path = out / "metrics.csv"
     elapsed_before = 0.0
     saved = (out / STATE_FILE).exists() and metrics_path.exists()
@@ -92,19 +103,19 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
     atomic_write_json(out / "config.json", record)
     (out / "checkpoints").mkdir(exist_ok=True)
 
-    progress = _Progress(run, config, ppo.global_step, echo)
+    progress = _Progress(run, config, ppo.epoch, echo)
     started = time.perf_counter()
     last_epoch = config.total_epochs if not config.max_epochs else min(config.total_epochs, config.max_epochs)
     try:
         while ppo.epoch < last_epoch:
-            t0 = time.perf_counter()
+            t0, step_before = time.perf_counter(), ppo.global_step
             ppo.collect()
             t1 = time.perf_counter()
             losses = ppo.update()
             t2 = time.perf_counter()
-            log = ppo.env.pop_log()
+            log = ppo.pop_log()
             row = {"epoch": ppo.epoch, "global_step": ppo.global_step,
-                   "wall_time": elapsed_before + t2 - started, "sps": config.steps_per_epoch / (t2 - t0),
+                   "wall_time": elapsed_before + t2 - started, "sps": (ppo.global_step - step_before) / (t2 - t0),
                    "rollout_seconds": t1 - t0, "update_seconds": t2 - t1, **losses,
                    **{k: log.get(k, math.nan) for k in LOG_FIELDS}}
             finished = ppo.epoch == config.total_epochs
@@ -114,9 +125,7 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
             progress.update(row)
             if ppo.epoch % config.checkpoint_interval == 0 or finished:
                 _save_checkpoint(ppo, out)
-                if ppo.pool is not None:
-                    ppo.pool.add(ppo.global_step, ppo.policy)
-                    ppo.pool.refresh()
+                ppo.on_checkpoint()
                 state = {"ppo": ppo.state_dict(), "wall_time": elapsed_before + time.perf_counter() - started,
                          "metrics_bytes": metrics_path.stat().st_size}
                 buffer = io.BytesIO()
@@ -126,8 +135,19 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
             _write_model(ppo, out / "final.bin")
         progress.done()
     finally:
-        ppo.env.close()
+        ppo.close()
     return out
+
+
+def _trainer(config: TrainConfig, init: checkpoint.Checkpoint | None):
+    if config.algorithm == "expert":
+        from gcpipe.train.expert import ExpertIteration
+
+        return ExpertIteration(config, None if init is None else init.model, workers=torch.get_num_threads())
+    trainer = PPO(config)
+    if init is not None:
+        trainer.policy.load_state_dict(init.model.state_dict())
+    return trainer
 
 
 def _evaluate(ppo: PPO, config: TrainConfig) -> dict[str, float]:
@@ -179,9 +199,9 @@ class _Progress:
     """Steps, steps/s, slot 0's win rates by side and the ETA: one rewritten line on a terminal,
     a plain line every 30 seconds otherwise."""
 
-    def __init__(self, run: str, config: TrainConfig, start_step: int, echo):
-        self.run, self.total = run, config.total_epochs * config.steps_per_epoch
-        self.start_step, self.started = start_step, time.perf_counter()
+    def __init__(self, run: str, config: TrainConfig, start_epoch: int, echo):
+        self.run, self.total = run, config.total_epochs
+        self.start_epoch, self.started = start_epoch, time.perf_counter()
         self.tty = echo is None and sys.stderr.isatty()
         self.echo = echo or _stderr
         self.last_plain = -math.inf
@@ -189,13 +209,13 @@ class _Progress:
 
     def update(self, row: dict) -> None:
         now = time.perf_counter()
-        rate = (row["global_step"] - self.start_step) / max(now - self.started, 1e-9)
-        eta = (self.total - row["global_step"]) / max(rate, 1e-9)
+        epochs_per_s = (row["epoch"] - self.start_epoch) / max(now - self.started, 1e-9)
+        eta = (self.total - row["epoch"]) / max(epochs_per_s, 1e-9)
         wins = [f"{side} {100 * row[key]:.0f}%" for side, key in (("G", "slot_0_score_as_guerrilla"),
                                                                   ("C", "slot_0_score_as_coin"))
                 if not math.isnan(row[key])]
-        self.line = (f"{self.run}: epoch {row['epoch']}  {row['global_step']:,}/{self.total:,} steps "
-                     f"({100 * row['global_step'] / self.total:.1f}%)  {rate:,.0f} steps/s  "
+        self.line = (f"{self.run}: epoch {row['epoch']}/{self.total} ({100 * row['epoch'] / self.total:.1f}%)  "
+                     f"{row['global_step']:,} steps  {row['sps']:,.0f} steps/s  "
                      f"win {' '.join(wins) or '-'}  ETA {_duration(eta)}")
         if self.tty:
             sys.stderr.write("\r" + self.line + "\033[K")

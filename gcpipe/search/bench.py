@@ -1,0 +1,64 @@
+"""`gcpipe bench search`: search speed in self-play — every ply, one search per running game (all
+games of a worker searched together), the move applied, finished games restarted.  Reported per
+worker count: simulations/s (leaf evaluations, the root's not counted) and decisions/s."""
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import numpy as np
+import torch
+
+from gcpipe.engine import GameBatch
+from gcpipe.errors import UserError
+from gcpipe.nn.checkpoint import HIDDEN, LAYERS, Checkpoint, load
+from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.search.player import SearchPlayer
+from gcpipe.search.settings import SearchSettings
+
+
+def bench_search(settings: SearchSettings, games: int = 256, plies: int = 20, workers=(1, 2),
+                 checkpoint: str | None = None, seed: int = 1) -> list[dict]:
+    if games <= 0 or plies <= 0 or not workers or min(workers) <= 0:
+        raise UserError("games, plies and workers must be positive")
+    if checkpoint is None:
+        source = Checkpoint.from_model(MinGRUPolicy(HIDDEN, LAYERS, generator=torch.Generator().manual_seed(seed)))
+    else:
+        source = load(checkpoint)
+    report = []
+    for count in workers:
+        tasks = [(source, settings, games, plies, seed + 7919 * w) for w in range(count)]
+        started = time.perf_counter()
+        if count == 1:
+            results = [_selfplay(*tasks[0])]
+        else:
+            with multiprocessing.get_context("fork").Pool(count) as pool:
+                results = pool.starmap(_selfplay, tasks)
+        seconds = time.perf_counter() - started
+        decisions = sum(results)
+        report.append({"workers": count, "games_per_worker": games, "simulations": settings.simulations,
+                       "variant": settings.variant, "decisions_per_s": decisions / seconds,
+                       "simulations_per_s": decisions * settings.simulations / seconds, "seconds": seconds})
+    return report
+
+
+def _selfplay(source: Checkpoint, settings: SearchSettings, games: int, plies: int, seed: int) -> int:
+    """Plays `plies` plies of `games` self-play games; returns the decisions searched."""
+    player = SearchPlayer(source, settings)
+    player.start(games)
+    batch = GameBatch(games)
+    for i in range(games):
+        batch.reset(i, seed + i)
+    slots = np.arange(games, dtype=np.int32)
+    next_seed, decisions = seed + games, 0
+    for _ in range(plies):
+        actions = player.choose(batch, slots)     # one net plays both sides: its state steps every ply
+        decisions += games
+        for slot, action in zip(slots, actions):
+            batch.apply(int(slot), int(action))
+        done = np.flatnonzero(batch.states["winner"])
+        for i in done:
+            batch.reset(int(i), next_seed)
+            next_seed += 1
+        player.new_games(done)
+    return decisions

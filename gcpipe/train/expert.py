@@ -1,0 +1,324 @@
+"""Expert iteration (Anthony et al. 2017; the AlphaZero loop; Gumbel MuZero's policy improvement),
+read top to bottom: self-play games whose moves a cheap Gumbel search with the current network
+chooses, then the network trained toward what the search found.
+
+Self-play.  Each iteration plays `selfplay_games` complete games from the start position, game j
+seeded from (seed, iteration, j), spread over worker processes (a game is a pure function of its
+seed and the weights, so the data do not depend on the worker count).  One recurrent state per
+game steps on every ply (standard 5c: both sides are the same net seeing the same observations).
+In `bot_fraction` of the games the search plays one side (alternating) against the `opponent`
+bot; the net still steps on the bot's plies.  No legal game exceeds GC_MAX_GAME_PLIES plies.
+
+Targets.  At every searched ply the search's improved policy pi' = softmax(logit + sigma(completed
+Q)) over the legal actions; at every ply the game's outcome z (+1 Guerrilla win, -1 COIN win) for
+the value row (the Guerrilla's value) and -z for the pass logit (the COIN's value: side_value's
+convention, model.md §6), so both rows become +-1 win/loss estimates a search uses as they are
+(value 'outcome' of gcpipe.search.settings).
+
+Update.  The newest `replay_games` games are packed, whole, into rows of GC_MAX_GAME_PLIES steps
+(each game starting from a zero recurrent state), and `expert_epochs` passes of minibatches of
+`expert_minibatch_rows` rows minimise
+    cross-entropy(pi', masked softmax(logits)) over searched plies
+    + vf_coef * mean((value row - z)^2 + (pass logit + z)^2) / 2 over all plies
+with Muon and the run's cosine learning rate.
+"""
+from __future__ import annotations
+
+import math
+import multiprocessing
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from gcpipe._engine import lib
+from gcpipe.engine import NUM_ACTIONS, OBS_SIZE, GameBatch
+from gcpipe.engine.bots import mcts_workspace, parse_bot
+from gcpipe.nn.inference import CompiledNet, net_arrays
+from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.search.player import SearchPlayer
+from gcpipe.search.settings import SearchSettings, make_settings
+from gcpipe.train.config import TrainConfig
+from gcpipe.train.muon import Muon
+from gcpipe.train.ppo import COIN_VALUE_ROW, cosine_lr, make_policy, masked_logits
+from gcpipe.train.sequence import forward_segments
+
+MAX_PLIES = lib.GC_MAX_GAME_PLIES
+SLOTS = 256                    # concurrent games per worker: the search's batch
+GUERRILLA, COIN = 1, 2         # gc_state.to_move codes
+
+
+@dataclass
+class GameRecord:
+    """One finished self-play game, ply by ply (T plies)."""
+    obs: np.ndarray            # uint8 [T, 120]: before each ply
+    masks: np.ndarray          # bool [T, 256]: the mover's legal actions
+    targets: np.ndarray        # float32 [T, 256]: pi' at searched plies, 0 elsewhere
+    searched: np.ndarray       # bool [T]: the ply was chosen by the search
+    outcome: float             # +1 Guerrilla won, -1 COIN won
+    search_side: int           # 0 both sides searched (self-play), else the searched side vs the bot
+    root_values: np.ndarray    # float32 [T]: the net's value of each searched root (Guerrilla's), NaN elsewhere
+    search_values: np.ndarray  # float32 [T]: the root's value after the search, NaN elsewhere
+
+    @property
+    def plies(self) -> int:
+        return len(self.obs)
+
+
+def game_seed(seed: int, iteration: int, game: int) -> int:
+    """A well-mixed uint32 generator state for game `game` of iteration `iteration` (odd, so never 0)."""
+    z = (seed * 0x9E3779B97F4A7C15 + iteration * 0xBF58476D1CE4E5B9 + game * 0x94D049BB133111EB) % 2**64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % 2**64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % 2**64
+    return ((z ^ (z >> 31)) & 0xFFFFFFFF) | 1
+
+
+def play_games(arrays: dict[str, np.ndarray], settings: SearchSettings, seeds: np.ndarray, search_sides: np.ndarray,
+               opponent: str) -> list[GameRecord]:
+    """Plays one game per seed (search_sides[k]: 0 self-play, GUERRILLA or COIN the searched side
+    against `opponent`) with the network `arrays` (net_arrays) guiding the search."""
+    player = SearchPlayer.from_net(CompiledNet.from_arrays(arrays), settings)
+    bot = parse_bot(opponent)
+    c_bot, workspace = bot.c_bot(), mcts_workspace(bot)
+    slots = min(SLOTS, len(seeds))
+    batch = GameBatch(slots)
+    states = batch.states
+    player.start(slots)
+    obs = np.zeros((slots, MAX_PLIES, OBS_SIZE), np.uint8)
+    masks = np.zeros((slots, MAX_PLIES, NUM_ACTIONS), bool)
+    targets = np.zeros((slots, MAX_PLIES, NUM_ACTIONS), np.float32)
+    searched = np.zeros((slots, MAX_PLIES), bool)
+    root_values = np.full((slots, MAX_PLIES), np.nan, np.float32)
+    search_values = np.full((slots, MAX_PLIES), np.nan, np.float32)
+    length = np.zeros(slots, np.int64)
+    slot_game = np.full(slots, -1, np.int64)
+    records: list[GameRecord | None] = [None] * len(seeds)
+    next_game = 0
+
+    def start(free: np.ndarray) -> None:
+        nonlocal next_game
+        started = []
+        for slot in free:
+            if next_game < len(seeds):
+                batch.reset(int(slot), int(seeds[next_game]))
+                slot_game[slot], length[slot] = next_game, 0
+                searched[slot], targets[slot] = False, 0.0
+                root_values[slot], search_values[slot] = np.nan, np.nan
+                started.append(slot)
+                next_game += 1
+        player.new_games(np.array(started, np.int64))
+
+    start(np.arange(slots))
+    while (active := np.flatnonzero(slot_game >= 0).astype(np.int32)).size:
+        plies = length[active]
+        if plies.max() >= MAX_PLIES:
+            raise RuntimeError(f"a self-play game went past {MAX_PLIES} plies, which no legal game does")
+        position, legal = batch.observe(active)
+        obs[active, plies], masks[active, plies] = position, legal.astype(bool)
+        side = search_sides[slot_game[active]]
+        by_search = (side == 0) | (side == states["to_move"][active])
+        bot_slots = active[~by_search]
+        if bot_slots.size:
+            player.observe(batch, bot_slots)           # the net steps on the bot's ply too (5c)
+            batch.bot_apply(bot_slots, c_bot, workspace)
+        search_slots, t = active[by_search], plies[by_search]
+        if search_slots.size:
+            actions = player.choose(batch, search_slots, want_policy=True)
+            targets[search_slots, t] = player.last.policy
+            searched[search_slots, t] = True
+            root_values[search_slots, t] = player.last.root_value
+            search_values[search_slots, t] = player.last.search_value
+            for slot, action in zip(search_slots, actions):
+                batch.apply(int(slot), int(action))
+        length[active] += 1
+        finished = active[states["winner"][active] != 0]
+        for slot in finished:
+            T = int(length[slot])
+            records[slot_game[slot]] = GameRecord(
+                obs=obs[slot, :T].copy(), masks=masks[slot, :T].copy(), targets=targets[slot, :T].copy(),
+                searched=searched[slot, :T].copy(), outcome=1.0 if states["winner"][slot] == GUERRILLA else -1.0,
+                search_side=int(search_sides[slot_game[slot]]), root_values=root_values[slot, :T].copy(),
+                search_values=search_values[slot, :T].copy())
+            slot_game[slot] = -1
+        if finished.size:
+            start(finished)
+    return records
+
+
+def _play_task(task) -> list[GameRecord]:
+    return play_games(*task)
+
+
+def pack_rows(games: list[GameRecord], order: np.ndarray) -> list[list[int]]:
+    """Games (indices, in `order`) packed first-fit, whole, into rows of MAX_PLIES plies."""
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for g in order:
+        plies = games[g].plies
+        for r, free in enumerate(room):
+            if free >= plies:
+                rows[r].append(int(g))
+                room[r] -= plies
+                break
+        else:
+            rows.append([int(g)])
+            room.append(MAX_PLIES - plies)
+    return rows
+
+
+def stack_rows(games: list[GameRecord], rows: list[list[int]]) -> dict[str, torch.Tensor]:
+    """The training tensors of packed rows: obs, masks, targets, searched, starts, value targets
+    (the Guerrilla's outcome) and valid (plies that belong to a game), each [rows, MAX_PLIES, ...]."""
+    n = len(rows)
+    out = {"obs": np.zeros((n, MAX_PLIES, OBS_SIZE), np.uint8), "masks": np.zeros((n, MAX_PLIES, NUM_ACTIONS), bool),
+           "targets": np.zeros((n, MAX_PLIES, NUM_ACTIONS), np.float32), "searched": np.zeros((n, MAX_PLIES), bool),
+           "starts": np.zeros((n, MAX_PLIES), bool), "outcome": np.zeros((n, MAX_PLIES), np.float32),
+           "valid": np.zeros((n, MAX_PLIES), bool)}
+    for r, row in enumerate(rows):
+        at = 0
+        for g in row:
+            game, end = games[g], at + games[g].plies
+            out["obs"][r, at:end], out["masks"][r, at:end] = game.obs, game.masks
+            out["targets"][r, at:end], out["searched"][r, at:end] = game.targets, game.searched
+            out["starts"][r, at], out["outcome"][r, at:end], out["valid"][r, at:end] = True, game.outcome, True
+            at = end
+    return {name: torch.from_numpy(array) for name, array in out.items()}
+
+
+def expert_loss(policy: MinGRUPolicy, batch: dict[str, torch.Tensor]
+                ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+    """The policy and value losses of the module docstring on packed rows, and the log's figures."""
+    rows = batch["obs"].shape[0]
+    initial = torch.zeros(policy.layers, rows, policy.hidden)
+    logits, values = forward_segments(policy, batch["obs"], initial, batch["starts"])
+    log_probs = torch.log_softmax(masked_logits(logits, batch["masks"]), dim=-1)
+    searched, valid = batch["searched"], batch["valid"]
+    targets = batch["targets"][searched]
+    policy_loss = -(targets * log_probs[searched]).sum(-1).mean()
+    z = batch["outcome"][valid]
+    value_loss = 0.5 * ((values[valid] - z).square() + (logits[..., COIN_VALUE_ROW][valid] + z).square()).mean()
+    with torch.no_grad():
+        probs = log_probs[searched].exp()
+        entropy = -(probs * log_probs[searched]).sum(-1).mean()
+        target_entropy = -(targets * targets.clamp_min(1e-12).log()).sum(-1).mean()
+    return policy_loss, value_loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                                     "entropy": float(entropy), "target_entropy": float(target_entropy),
+                                     "approx_kl": (policy_loss.detach() - target_entropy).item()}
+
+
+class ExpertIteration:
+    """The network, its optimiser, the replay window of games and the iteration counters; the
+    same driving interface as PPO (collect, update, pop_log, state_dict) for gcpipe.train.run."""
+
+    def __init__(self, config: TrainConfig, init: MinGRUPolicy | None = None, workers: int = 1):
+        self.config = c = config
+        self.generator = torch.Generator().manual_seed(c.seed)
+        self.policy = make_policy(c, self.generator)
+        if init is not None:
+            self.policy.load_state_dict(init.state_dict())
+        self.optimizer = Muon(self.policy.parameters(), lr=c.learning_rate, momentum=c.muon_momentum)
+        self.settings = make_settings(where="expert iteration", simulations=c.search_simulations,
+                                      variant=c.search_variant, considered=c.search_considered, value="outcome")
+        self.workers = max(1, workers)
+        self.epoch = 0
+        self.global_step = 0
+        self.games: list[GameRecord] = []
+        self._log: dict[str, float] = {}
+
+    def collect(self) -> None:
+        """Plays one iteration's games with the current weights and adds them to the window."""
+        c = self.config
+        n = c.selfplay_games
+        seeds = np.array([game_seed(c.seed, self.epoch, j) for j in range(n)], np.uint32)
+        bot_games = round(c.bot_fraction * n)
+        sides = np.zeros(n, np.int64)
+        sides[n - bot_games:] = np.where(np.arange(bot_games) % 2 == 0, GUERRILLA, COIN)
+        arrays = net_arrays(self.policy)
+        bounds = np.linspace(0, n, self.workers + 1).astype(int)
+        tasks = [(arrays, self.settings, seeds[a:b], sides[a:b], c.opponent)
+                 for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+        if len(tasks) == 1:
+            new = _play_task(tasks[0])
+        else:
+            # fork: workers run C code only (no torch), so the parent's thread pools do not matter.
+            with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
+                new = [game for part in pool.map(_play_task, tasks) for game in part]
+        self.games = (self.games + new)[-c.replay_games:]
+        plies = sum(g.plies for g in new)
+        self.global_step += plies
+        self._log = _selfplay_log(new)
+
+    def update(self) -> dict[str, float]:
+        c = self.config
+        lr = cosine_lr(c, self.epoch)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        totals: dict[str, float] = {}
+        steps = 0
+        self.policy.train()
+        for _ in range(c.expert_epochs):
+            order = torch.randperm(len(self.games), generator=self.generator).numpy()
+            rows = pack_rows(self.games, order)
+            for first in range(0, len(rows), c.expert_minibatch_rows):
+                batch = stack_rows(self.games, rows[first:first + c.expert_minibatch_rows])
+                policy_loss, value_loss, parts = expert_loss(self.policy, batch)
+                loss = policy_loss + c.vf_coef * value_loss
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
+                self.optimizer.step()
+                for key, value in parts.items():
+                    totals[key] = totals.get(key, 0.0) + value
+                steps += 1
+        self.policy.eval()
+        self.epoch += 1
+        out = {key: value / steps for key, value in totals.items()}
+        out["learning_rate"] = lr
+        return out
+
+    def pop_log(self) -> dict[str, float]:
+        log, self._log = self._log, {}
+        return log
+
+    def on_checkpoint(self) -> None:
+        """Nothing to refresh: expert iteration keeps no opponent pool."""
+
+    def close(self) -> None:
+        """No environments to release."""
+
+    def state_dict(self) -> dict:
+        return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(), "epoch": self.epoch, "global_step": self.global_step,
+                "games": self.games}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.epoch, self.global_step = state["epoch"], state["global_step"]
+        self.games = list(state["games"])
+
+
+def _selfplay_log(games: list[GameRecord]) -> dict[str, float]:
+    """The iteration's self-play statistics (the training log fields of gcpipe.train.run)."""
+    selfplay = [g for g in games if g.search_side == 0]
+    versus = [g for g in games if g.search_side != 0]
+    out = {"games": float(len(games)), "episode_length": float(np.mean([g.plies for g in games]))}
+    if selfplay:
+        out["selfplay_guerrilla_wins"] = float(np.mean([g.outcome > 0 for g in selfplay]))
+    if versus:
+        out["bot_n"] = float(len(versus))
+        out["bot_score"] = float(np.mean([(g.outcome > 0) == (g.search_side == GUERRILLA) for g in versus]))
+    for name, key in (("root_value", "root_values"), ("search_value", "search_values")):
+        for side, label in ((GUERRILLA, "guerrilla"), (COIN, "coin")):
+            errors = []
+            for g in games:
+                values = getattr(g, key)
+                movers = g.obs[:, 113]
+                keep = ~np.isnan(values) & (movers == side)
+                win = (g.outcome + 1) / 2
+                errors.append(((values[keep] + 1) / 2 - win) ** 2)
+            errors = np.concatenate(errors) if errors else np.zeros(0)
+            out[f"{name}_brier_{label}"] = float(errors.mean()) if errors.size else math.nan
+    return out
