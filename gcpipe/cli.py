@@ -187,6 +187,23 @@ def provenance(artifacts: list[str] = typer.Argument(None, metavar="FILE...",
     typer.echo(f"{out}: {len(record['artifacts_sha256'])} file digest(s), commit {commit}")
 
 
+@app.command()
+def calibrate(checkpoint: Path = typer.Argument(..., metavar="CHECKPOINT", help="A 5c checkpoint (.bin)."),
+              out: Path = typer.Option(..., "--out", help="The calibration file to write (JSON)."),
+              games: int = typer.Option(3000, "--games", help="Self-play games (a fifth held out)."),
+              seed: int = typer.Option(1, "--seed", help="Seed of the games.")):
+    """Fit how CHECKPOINT's value outputs map to win probabilities on its own self-play games, for
+    search players with `value: calibrated` (`calibration: FILE` in the config)."""
+    from gcpipe.search.calibration import write_calibration
+
+    record = write_calibration(checkpoint, out, games, seed)
+    brier = record["brier_held_out"]
+    typer.echo(f"{out}: P(Guerrilla wins) = sigmoid({', '.join(f'{w:.4g}' for w in record['value_coef'])} . "
+               f"(value row, pass logit, Guerrilla to move, 1)); held-out Brier "
+               + "; ".join(f"{side}: {b['calibrated']:.4f} (raw mapping {b['outcome_mapping']:.4f}, base rate "
+                           f"{b['base_rate']:.4f})" for side, b in brier.items()))
+
+
 @app.command("plot-training")
 def plot_training_curves(metrics: str = typer.Argument(..., metavar="METRICS_CSV",
                                                        help="A run's metrics.csv."),

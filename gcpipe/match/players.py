@@ -32,7 +32,7 @@ _CONFIG_KEYS = {
     "mcts": {"kind", "roster", "iterations", "exploration", "rollout"},
     "net": {"kind", "roster", "path", "run", "sha256", "full_turn"},
     "search": {"kind", "roster", "path", "run", "sha256", "simulations", "variant", "c_puct", "considered", "c_visit",
-               "c_scale", "value", "value_squash", "value_coef", "rollouts", "rollout_weight"},
+               "c_scale", "value", "value_squash", "value_coef", "rollouts", "rollout_weight", "calibration"},
 }
 
 
@@ -132,11 +132,16 @@ def player_from_config(name: str, entry) -> Player:
     if kind == "search":
         from gcpipe.search.settings import make_settings
 
-        keys = _CONFIG_KEYS["search"] - {"kind", "roster", "path", "run", "sha256"}
+        keys = _CONFIG_KEYS["search"] - {"kind", "roster", "path", "run", "sha256", "calibration"}
         values = {key: entry[key] for key in keys if key in entry}
         if "value_coef" in values and isinstance(values["value_coef"], list):
             values["value_coef"] = tuple(values["value_coef"])
         settings = make_settings(where=f"config player {name}", **values)
+        if "calibration" in entry:
+            from gcpipe.nn.checkpoint import load
+            from gcpipe.search.calibration import calibrated_settings
+
+            settings = calibrated_settings(settings, entry["calibration"], load(path).sha256, f"config player {name}")
         return make_search(name, path, settings, entry.get("sha256"), roster)
     return make_net(name, path, entry.get("sha256"), entry.get("full_turn"), roster)
 

@@ -198,8 +198,8 @@ def expert_loss(policy: MinGRUPolicy, batch: dict[str, torch.Tensor]
     policy_loss = -(targets * log_probs[searched]).sum(-1).mean()
     z = batch["outcome"][valid]
     value_loss = 0.5 * ((values[valid] - z).square() + (logits[..., COIN_VALUE_ROW][valid] + z).square()).mean()
-    with torch.no_grad():
-        probs = log_probs[searched].exp()
+    with torch.no_grad():   # softmax, not exp(log_softmax): exp of the -1e4 entries is slow on CPU
+        probs = torch.softmax(masked_logits(logits[searched], batch["masks"][searched]), dim=-1)
         entropy = -(probs * log_probs[searched]).sum(-1).mean()
         target_entropy = -(targets * targets.clamp_min(1e-12).log()).sum(-1).mean()
     return policy_loss, value_loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
