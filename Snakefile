@@ -101,6 +101,12 @@ def checkpoint_of(name):
     return [str(net_checkpoint(player))] if player["kind"] == "net" else []
 
 
+def init_checkpoint_of(run):
+    """The final.bin a run starts from (its init_run's), as a list: most runs start fresh."""
+    init = config["runs"][run].get("init_run")
+    return [f"results/runs/{init}/final.bin"] if init else []
+
+
 def field_checkpoints():
     return sorted({path for name in config["matches"]["field"] for path in checkpoint_of(name)})
 
@@ -153,6 +159,7 @@ rule build_engine:
 rule train:
     input:
         BUILD,
+        lambda wildcards: init_checkpoint_of(wildcards.run),
     output:
         # Only final.bin: metrics.csv, checkpoints/ and state.pt stay when a job fails, so the
         # rerun of a killed training continues from its last saved state.

@@ -114,6 +114,17 @@ def _check_cross_references(config: dict) -> None:
     players, runs = config["players"], config["runs"]
     for run, settings in runs.items():
         make_config(settings, where=f"runs.{run}")
+    for run in runs:
+        chain, at = [run], runs[run].get("init_run")
+        while at:
+            if at not in runs:
+                raise UserError(f"runs.{chain[-1]}.init_run: {at!r} is not a configured run "
+                                f"(runs: {', '.join(runs)})")
+            if at in chain:
+                raise UserError(f"runs.{run}.init_run: the runs start from each other in a circle "
+                                f"({' -> '.join(chain + [at])})")
+            chain.append(at)
+            at = runs[at].get("init_run")
     for name, player in players.items():
         if player["kind"] == "net" and "run" in player and player["run"] not in runs:
             raise UserError(f"players.{name}: run {player['run']!r} is not configured under runs "

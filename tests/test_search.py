@@ -218,3 +218,17 @@ def test_a_file_without_a_value_head_needs_rollouts(tmp_path):
     batch.reset(0, 3)
     assert player.choose(batch, np.zeros(1, np.int32))[0] in batch.game(0).legal_actions()
     assert player.last.root_value[0] == 0.0       # no net value: the rollouts alone
+
+
+def test_search_players_from_config_and_short_specs(tmp_path):
+    from gcpipe.match.players import PlayerBook
+
+    ckpt.save(MinGRUPolicy(generator=torch.Generator().manual_seed(9)), tmp_path / "net.bin", "5c")
+    book = PlayerBook({"deep": {"kind": "search", "path": str(tmp_path / "net.bin"), "simulations": 300,
+                                "variant": "puct", "c_puct": 2.0, "rollouts": 2, "rollout_weight": 0.25}})
+    deep, short = book.field(["deep", f"search:{tmp_path / 'net.bin'}:50"])
+    assert (deep.kind, deep.search.simulations, deep.search.variant, deep.search.c_puct) == ("search", 300, "puct", 2.0)
+    assert deep.identity["rollout_weight"] == 0.25 and deep.identity["sha256"] == ckpt.load(tmp_path / "net.bin").sha256
+    assert (short.name, short.search.simulations, short.search.variant) == ("net-s50", 50, "gumbel")
+    with pytest.raises(UserError, match="write search:PATH:SIMULATIONS"):
+        book.resolve(f"search:{tmp_path / 'net.bin'}")

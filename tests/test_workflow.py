@@ -62,7 +62,7 @@ def test_run_defaults_are_the_trainer_defaults():
     (lambda c: c.update(player={}), "unknown key 'player' (allowed: engine, players, runs, matches, elo)"),
     (lambda c: c.update(players={}), "players: must not be empty"),
     (lambda c: c["players"].update(x={"kind": "robot"}),
-     "players.x.kind: 'robot' is not one of random, greedy, mcts, net"),
+     "players.x.kind: 'robot' is not one of random, greedy, mcts, net, search"),
     (lambda c: c["players"].update(x={"roster": 2}), "players.x: missing key 'kind'"),
     (lambda c: c["players"].update(x="random"), "players.x: must be a mapping, got 'random'"),
     (lambda c: c["players"].update(m={"kind": "mcts", "iteration": 5}),
@@ -109,6 +109,9 @@ def test_run_defaults_are_the_trainer_defaults():
     (lambda c: c.update(runs={"r": {"horizon": 60}}),
      "runs.r: 'minibatch_size' (8192) must be a multiple of 'horizon' (60): minibatches are whole segments"),
     (lambda c: c.update(engine={"native": "yes"}), "engine.native: must be true or false, got 'yes'"),
+    (lambda c: c.update(runs={"r": {"init_run": "q"}}), "runs.r.init_run: 'q' is not a configured run (runs: r)"),
+    (lambda c: c.update(runs={"r": {"init_run": "s"}, "s": {"init_run": "r"}}),
+     "runs.r.init_run: the runs start from each other in a circle (r -> s -> r)"),
 ])
 def test_bad_config_is_one_line_naming_the_key(change, message):
     config = small_config()

@@ -109,7 +109,7 @@ def player_from_config(name: str, entry) -> Player:
     if unknown:
         raise UserError(f"config player {name}: unknown key(s) {', '.join(unknown)} for kind {kind}")
     roster = entry.get("roster")
-    if kind != "net":
+    if kind not in ("net", "search"):
         spec = kind
         if kind == "mcts":
             spec = ":".join(str(entry.get(key, "")) for key in ("kind", "iterations", "exploration", "rollout"))

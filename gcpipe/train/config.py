@@ -83,6 +83,8 @@ class TrainConfig:
     search_simulations: int = 32    # expert: simulations per self-play move
     search_variant: str = "gumbel"
     search_considered: int = 16     # expert: root actions the Gumbel search considers
+    search_rollouts: int = 0        # expert: greedy playouts per leaf, mixed into the leaf value with
+    search_rollout_weight: float = 0.0  # this weight (bootstraps a fresh net, whose values mean nothing)
     selfplay_games: int = 512       # expert: complete games per iteration
     replay_games: int = 1024        # expert: the newest games each update trains on
     expert_epochs: int = 2          # expert: passes over the replay games per iteration
@@ -164,8 +166,9 @@ _POSITIVE = ("total_timesteps", "num_envs", "horizon", "minibatch_size", "replay
              "search_simulations", "search_considered", "selfplay_games", "replay_games", "expert_epochs",
              "expert_minibatch_rows", "expert_iterations")
 _NON_NEGATIVE = ("clip_coef", "vf_clip_coef", "vf_coef", "ent_coef", "prio_alpha", "mcts_exploration",
-                 "eval_interval", "seed", "max_epochs", "gae_lambda", "prio_beta0")
-_UNIT = ("muon_momentum", "gamma", "gae_lambda", "historical_fraction", "bot_fraction", "prio_beta0")
+                 "eval_interval", "seed", "max_epochs", "gae_lambda", "prio_beta0", "search_rollouts")
+_UNIT = ("muon_momentum", "gamma", "gae_lambda", "historical_fraction", "bot_fraction", "prio_beta0",
+         "search_rollout_weight")
 _CHOICES = {"layout": LAYOUTS, "opponent": OPPONENTS, "mcts_rollout": MCTS_ROLLOUTS, "algorithm": ALGORITHMS,
             "search_variant": SEARCH_VARIANTS}
 
@@ -217,6 +220,9 @@ def make_config(settings: dict, where: str = "run config") -> TrainConfig:
                             f"hold; use layout 5c or 5c-bias")
         if config.historical_fraction:
             raise UserError(f"{where}: algorithm 'expert' has no opponent pool; set historical_fraction to 0")
+        if config.search_rollout_weight > 0 and config.search_rollouts < 1:
+            raise UserError(f"{where}: 'search_rollout_weight' {config.search_rollout_weight} needs "
+                            f"'search_rollouts' >= 1")
         if config.replay_games < config.selfplay_games:
             raise UserError(f"{where}: 'replay_games' ({config.replay_games}) must be at least 'selfplay_games' "
                             f"({config.selfplay_games}): each update trains on the newest games")

@@ -219,7 +219,8 @@ class ExpertIteration:
             self.policy.load_state_dict(init.state_dict())
         self.optimizer = Muon(self.policy.parameters(), lr=c.learning_rate, momentum=c.muon_momentum)
         self.settings = make_settings(where="expert iteration", simulations=c.search_simulations,
-                                      variant=c.search_variant, considered=c.search_considered, value="outcome")
+                                      variant=c.search_variant, considered=c.search_considered, value="outcome",
+                                      rollouts=c.search_rollouts, rollout_weight=c.search_rollout_weight)
         self.workers = max(1, workers)
         self.epoch = 0
         self.global_step = 0

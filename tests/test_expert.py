@@ -1,0 +1,153 @@
+"""Expert iteration (gcpipe/train/expert.py): the improved-policy target against a hand computation,
+the loss on packed whole games, exact resume, and learning in a CI-sized run."""
+import csv
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from gcpipe.engine import GameBatch
+from gcpipe.errors import UserError
+from gcpipe.nn import checkpoint as ckpt
+from gcpipe.nn.inference import OUTPUTS, CompiledNet
+from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.match import match
+from gcpipe.search.searcher import Searcher
+from gcpipe.search.settings import make_settings
+from gcpipe.train.config import make_config
+from gcpipe.train.expert import MAX_PLIES, ExpertIteration, expert_loss, pack_rows, play_games, stack_rows
+from gcpipe.train.run import train
+from test_search import _midgame, _state_bytes
+
+EXPERT = dict(algorithm="expert", historical_fraction=0.0, selfplay_games=16, replay_games=32, search_simulations=4,
+              expert_minibatch_rows=8, checkpoint_interval=1)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def test_improved_policy_matches_a_hand_computation():
+    """Three legal actions, two simulations, two considered: two actions get one visit each and the
+    third's Q is completed with the mixed value; pi' = softmax(logit + (50 + 1) * 0.1 * rescaled Q)."""
+    game = _midgame(7, 9)
+    legal = game.legal_actions()
+    assert len(legal) == 3 and game.current_player() == 1          # COIN to move
+    model = MinGRUPolicy(generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        model.decoder.weight[255:] *= 10.0                          # values well away from zero
+    net = CompiledNet(model)
+    settings = make_settings(simulations=2, considered=2)
+    batch = GameBatch(1)
+    batch.states[:] = np.frombuffer(_state_bytes(game), dtype=batch.states.dtype)
+    searcher = Searcher(settings, net, 1)
+    result = searcher.run(batch, np.zeros(1), net.new_states(1), np.zeros(1), want_policy=True)
+    out = np.zeros((1, OUTPUTS), np.float32)
+    net.step(net.new_states(1), np.zeros(1, np.int32), game.observation()[None], out)
+    logits = out[0, legal].astype(np.float64)
+    prior = np.exp(logits - logits.max())
+    prior /= prior.sum()
+    raw = -np.clip((out[0, 256] - out[0, 255]) / 2, -1, 1)           # the root's value for COIN
+    children = {node.action: node for node in searcher.tree(0) if node.parent == 0}
+    assert len(children) == 2 and all(n.visits == 1 for n in children.values())
+    q = np.array([-children[a].value_sum if a in children else np.nan for a in legal])
+    visited = ~np.isnan(q)
+    weighted = (prior[visited] * q[visited]).sum() / prior[visited].sum()
+    q[~visited] = (raw + 2 * weighted) / 3
+    sigma = (50 + 1) * 0.1 * (q - q.min()) / (q.max() - q.min())
+    expected = np.exp(logits + sigma - (logits + sigma).max())
+    expected /= expected.sum()
+    assert np.allclose(result.policy[0, legal], expected, atol=1e-6)
+    assert result.policy[0].sum() == pytest.approx(1.0, abs=1e-6) and result.actions[0] in children
+
+
+def test_packed_rows_hold_whole_games_from_zero_states():
+    model = MinGRUPolicy(generator=torch.Generator().manual_seed(5))
+    from gcpipe.nn.inference import net_arrays
+    games = play_games(net_arrays(model), make_settings(simulations=4), np.arange(1, 13, dtype=np.uint32) * 7919,
+                       np.array([0] * 8 + [1, 2, 1, 2]), "greedy")
+    assert len(games) == 12 and all(g.plies <= MAX_PLIES for g in games)
+    versus = [g for g in games if g.search_side]
+    assert all(g.searched.sum() < g.plies for g in versus)            # the bot's plies carry no target
+    assert all(g.searched.all() for g in games if not g.search_side)
+    rows = pack_rows(games, np.arange(12))
+    assert sorted(i for row in rows for i in row) == list(range(12))
+    assert all(sum(games[i].plies for i in row) <= MAX_PLIES for row in rows)
+    batch = stack_rows(games, rows)
+    assert int(batch["starts"].sum()) == 12 and int(batch["valid"].sum()) == sum(g.plies for g in games)
+    # The loss equals one computed game by game from zero states: packing changes nothing.
+    _, value_loss, parts = expert_loss(model, batch)
+    per_game = [expert_loss(model, stack_rows(games, [[i]])) for i in range(12)]
+    plies = np.array([g.plies for g in games])
+    searched = np.array([g.searched.sum() for g in games])
+    assert value_loss.item() == pytest.approx(np.dot([v.item() for _, v, _ in per_game], plies) / plies.sum(), rel=1e-5)
+    assert parts["policy_loss"] == pytest.approx(
+        np.dot([p["policy_loss"] for *_, p in per_game], searched) / searched.sum(), rel=1e-5)
+
+
+def test_games_do_not_depend_on_the_worker_count():
+    config = make_config(dict(EXPERT, bot_fraction=0.25, opponent="greedy"))
+    one, two = ExpertIteration(config, workers=1), ExpertIteration(config, workers=2)
+    one.collect()
+    two.collect()
+    assert [g.obs.tobytes() + g.targets.tobytes() for g in one.games] == \
+        [g.obs.tobytes() + g.targets.tobytes() for g in two.games]
+    assert sum(g.search_side != 0 for g in one.games) == 4
+
+
+def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
+    settings = dict(EXPERT, expert_iterations=4)
+    config = make_config(settings)
+    train("x", config, tmp_path / "straight")
+    train("x", make_config(dict(settings, max_epochs=2)), tmp_path / "resumed")
+    assert not (tmp_path / "resumed" / "final.bin").exists()
+    train("x", config, tmp_path / "resumed")
+    for name in ("final.bin", "metrics.csv"):
+        straight, resumed = (tmp_path / "straight" / name).read_bytes(), (tmp_path / "resumed" / name).read_bytes()
+        if name == "metrics.csv":   # timings differ; everything else is the same
+            straight, resumed = (_without_timings(b) for b in (straight, resumed))
+        assert straight == resumed, name
+
+
+def _without_timings(data: bytes) -> list[dict]:
+    rows = list(csv.DictReader(data.decode().splitlines()))
+    return [{k: v for k, v in row.items() if k not in ("wall_time", "sps", "rollout_seconds", "update_seconds")}
+            for row in rows]
+
+
+def test_the_search_learns_in_a_ci_sized_run(tmp_path):
+    """From a fresh net, eight small iterations (16-simulation search with a greedy playout mixed
+    into the leaf values) teach the value rows enough that the same 16-simulation search, now
+    using them alone, wins far more often as Guerrilla against random."""
+    config = make_config(dict(algorithm="expert", historical_fraction=0.0, expert_iterations=8, selfplay_games=64,
+                              replay_games=128, search_simulations=16, search_rollouts=1,
+                              search_rollout_weight=0.5, opponent="random", expert_minibatch_rows=16,
+                              learning_rate=0.01, checkpoint_interval=8))
+    torch.manual_seed(0)
+    ckpt.save(MinGRUPolicy(generator=torch.Generator().manual_seed(config.seed)), tmp_path / "fresh.bin", "5c")
+    train("ci", config, tmp_path / "ci")
+    wins = {}
+    for name, path in (("fresh", tmp_path / "fresh.bin"), ("trained", tmp_path / "ci" / "final.bin")):
+        result = match(f"{name}=search:{path}:16@20", "random@21", 200, out=tmp_path / f"{name}.jsonl", workers=1,
+                       progress=False)
+        wins[name] = result.summary["guerrilla_wins"]
+    assert wins["trained"] >= 80 and wins["trained"] >= 3 * wins["fresh"], wins
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(selfplay=False), "plays self-play games"),
+    (dict(layout="legacy"), "layout legacy cannot hold"),
+    (dict(historical_fraction=0.2), "no opponent pool"),
+    (dict(replay_games=8, selfplay_games=16), "'replay_games' (8) must be at least"),
+    (dict(search_rollout_weight=0.5), "needs 'search_rollouts' >= 1"),
+    (dict(search_simulations=0), "'search_simulations' must be positive"),
+    (dict(search_variant="mcts"), "'search_variant' must be one of"),
+])
+def test_settings_that_cannot_work_are_refused(settings, message):
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        make_config(dict(EXPERT, **settings))
