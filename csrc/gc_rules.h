@@ -12,9 +12,14 @@
 #define GC_STONE_SUPPLY 66
 #define GC_NUM_POINTS 49
 #define GC_NUM_SQUARES 64
-/* No legal game is longer: 33 Guerrilla turns (66 stones, two a turn), at most one COIN turn after
- * each, and every COIN move beyond a turn's first is a chain capture of a stone (at most 66). */
-#define GC_MAX_GAME_PLIES 132
+/* No legal game is longer.  The Guerrilla acts at most 33 times (every action but a game-ending one
+ * places two stones, and the 66th stone ends the game), so COIN has at most 32 turns.  A COIN turn
+ * is one non-capturing step or c >= 1 capturing steps, so its plies are 32 - (turns with a capture)
+ * + (stones captured).  If the Guerrilla's 33rd action comes, a stone is still on the board after
+ * COIN's 32nd turn: at most 63 of the 64 stones placed were captured, in at least one turn:
+ * 33 + 32 - 1 + 63.  If the game ends sooner: at most 32 + 32 - 1 + 64.  Either way 127.
+ * (rules.md §4's 132 counts 33 COIN turns and the first capture of a turn twice.) */
+#define GC_MAX_GAME_PLIES 127
 
 /* Sides (also the observation's side-to-move byte and the winner field). */
 enum { GC_NONE = 0, GC_GUERRILLA = 1, GC_COIN = 2 };
