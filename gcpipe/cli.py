@@ -204,6 +204,39 @@ def calibrate(checkpoint: Path = typer.Argument(..., metavar="CHECKPOINT", help=
                            f"{b['base_rate']:.4f})" for side, b in brier.items()))
 
 
+@app.command()
+def values(checkpoints: list[str] = typer.Argument(..., metavar="[NAME=]CHECKPOINT...", help="5c checkpoints to compare."),
+           out: Path = typer.Option(..., "--out", help="Folder for values.json and reliability.png."),
+           games: int = typer.Option(400, "--games", help="Search-guided self-play games per checkpoint."),
+           simulations: int = typer.Option(32, "--simulations", help="Search simulations per move."),
+           seed: int = typer.Option(1, "--seed", help="Seed of the games (held out from training's)."),
+           calibration: list[str] = typer.Option(None, "--calibration", metavar="NAME=FILE",
+                                                 help="Use a calibration file's values for NAME.")):
+    """How well each checkpoint's values predict the outcomes of the games its own search plays:
+    Brier scores per side to move and reliability diagrams."""
+    from gcpipe.io import atomic_write_bytes, atomic_write_json
+    from gcpipe.report import reliability_png
+    from gcpipe.search.values import value_accuracy
+
+    named = dict(_name_and_path(text) for text in checkpoints)
+    calibrations = dict(_name_and_path(text) for text in calibration or ())
+    unknown = sorted(set(calibrations) - set(named))
+    if unknown:
+        raise UserError(f"--calibration names {', '.join(unknown)}, which no checkpoint is called")
+    reports = {name: value_accuracy(path, games, simulations, seed, calibrations.get(name)) for name, path in named.items()}
+    atomic_write_json(out / "values.json", reports)
+    atomic_write_bytes(out / "reliability.png", reliability_png(reports))
+    for name, report in reports.items():
+        typer.echo(f"{name}: Brier (net value / search value / base rate) " + "; ".join(
+            f"{side}: {report[side]['brier_net_value']:.4f} / {report[side]['brier_search_value']:.4f} / "
+            f"{report[side]['brier_base_rate']:.4f}" for side in ("guerrilla_to_move", "coin_to_move")))
+
+
+def _name_and_path(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    return (name, path) if sep else (Path(text).stem, text)
+
+
 @app.command("plot-training")
 def plot_training_curves(metrics: str = typer.Argument(..., metavar="METRICS_CSV",
                                                        help="A run's metrics.csv."),

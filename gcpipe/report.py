@@ -107,11 +107,37 @@ def training_png(columns: dict[str, list[float]], title: str = "") -> bytes:
         axes.set_xlabel("environment steps")
         axes.set_ylabel(ylabel)
         axes.grid(alpha=0.3)
+    return _png_bytes(figure)
+
+
+def _png_bytes(figure: Figure) -> bytes:
     buffer = io.BytesIO()
     FigureCanvasAgg(figure)
     # No "Software" chunk (the matplotlib version): the bytes depend on the data only.
     figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
     return buffer.getvalue()
+
+
+def reliability_png(reports: dict[str, dict]) -> bytes:
+    """Reliability diagrams of `gcpipe values` reports (one line per checkpoint), one panel per side
+    to move: observed Guerrilla win frequency against the mean predicted probability per bin."""
+    figure = Figure(figsize=(11, 5), layout="constrained")
+    for index, (side, title) in enumerate((("guerrilla_to_move", "Guerrilla to move"),
+                                           ("coin_to_move", "COIN to move"))):
+        axes = figure.add_subplot(1, 2, index + 1)
+        axes.plot([0, 1], [0, 1], ":", color="grey", linewidth=1)
+        for (label, report), color in zip(reports.items(), _COLORS):
+            bins = report[side]["reliability"]
+            axes.plot([b["mean_predicted"] for b in bins], [b["observed"] for b in bins], "o-", color=color,
+                      markersize=4, linewidth=1.2, label=f"{label} (Brier {report[side]['brier_net_value']:.3f})")
+        axes.set_xlim(0, 1)
+        axes.set_ylim(0, 1)
+        axes.set_title(title, fontsize=10)
+        axes.set_xlabel("predicted P(Guerrilla wins): (value + 1) / 2")
+        axes.set_ylabel("observed Guerrilla win frequency")
+        axes.grid(alpha=0.3)
+        axes.legend(loc="upper left", fontsize=8)
+    return _png_bytes(figure)
 
 
 def plot_training(metrics_path, out_path, title: str = "") -> Path:

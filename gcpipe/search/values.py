@@ -1,0 +1,70 @@
+"""How well a checkpoint's values predict outcomes on the games its search plays (`gcpipe values`).
+
+Plays `games` self-play games whose moves a Gumbel search with the checkpoint chooses (seeds
+apart from any training's, so the games are held out), and at every searched position compares
+with the game's outcome: the net's value of the position (the search's leaf-value mapping:
+'outcome' = (value row - pass logit) / 2, or a calibration file's logistic) and the search's own
+root value after the search.  Per side to move it reports the Brier score of P(Guerrilla wins)
+= (value + 1) / 2, the base rate's Brier score, and a reliability table: positions binned by
+predicted probability, with the mean prediction and the observed Guerrilla win frequency.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gcpipe.errors import UserError
+from gcpipe.nn.checkpoint import load
+from gcpipe.nn.inference import net_arrays
+from gcpipe.search.calibration import calibrated_settings
+from gcpipe.search.settings import make_settings
+
+BINS = 10
+_SEED_OFFSET = 0x5EED0000     # game seeds apart from training's (gcpipe.train.expert.game_seed)
+_SIDES = {1: "guerrilla_to_move", 2: "coin_to_move"}
+
+
+def value_accuracy(checkpoint_path, games: int = 400, simulations: int = 32, seed: int = 1,
+                   calibration=None) -> dict:
+    from gcpipe.train.expert import game_seed, play_games   # the trainer's self-play, held-out seeds
+
+    checkpoint = load(checkpoint_path)
+    if not checkpoint.has_value_head:
+        raise UserError(f"checkpoint {checkpoint_path} has no value head (layout {checkpoint.layout})")
+    if games < 1 or simulations < 1:
+        raise UserError("--games and --simulations must be positive")
+    settings = make_settings(where="gcpipe values", simulations=simulations)
+    if calibration is not None:
+        settings = calibrated_settings(settings, calibration, checkpoint.sha256, "gcpipe values")
+    seeds = np.array([game_seed(seed + _SEED_OFFSET, 0, j) for j in range(games)], np.uint32)
+    records = play_games(net_arrays(checkpoint.model), settings, seeds, np.zeros(games, np.int64), "greedy")
+    report = {"checkpoint_sha256": checkpoint.sha256, "games": games, "simulations": simulations,
+              "value": settings.value, "guerrilla_win_rate": float(np.mean([r.outcome > 0 for r in records]))}
+    for side, label in _SIDES.items():
+        net, search, won = [], [], []
+        for r in records:
+            rows = r.obs[:, 113] == side
+            net.append(r.root_values[rows])
+            search.append(r.search_values[rows])
+            won.append(np.full(int(rows.sum()), r.outcome > 0, dtype=float))
+        net, search, won = ((np.concatenate(x) + 1) / 2 if i < 2 else np.concatenate(x)
+                            for i, x in enumerate((net, search, won)))
+        report[label] = {"positions": int(len(won)), "brier_net_value": _brier(net, won),
+                         "brier_search_value": _brier(search, won), "brier_base_rate": _brier(np.full_like(won, won.mean()), won),
+                         "reliability": _reliability(net, won)}
+    return report
+
+
+def _brier(predicted: np.ndarray, won: np.ndarray) -> float:
+    return float(np.mean((predicted - won) ** 2)) if len(won) else float("nan")
+
+
+def _reliability(predicted: np.ndarray, won: np.ndarray) -> list[dict]:
+    """Per probability bin with positions: its range, count, mean prediction and win frequency."""
+    index = np.clip((predicted * BINS).astype(int), 0, BINS - 1)
+    out = []
+    for b in range(BINS):
+        rows = index == b
+        if rows.any():
+            out.append({"low": b / BINS, "high": (b + 1) / BINS, "positions": int(rows.sum()),
+                        "mean_predicted": float(predicted[rows].mean()), "observed": float(won[rows].mean())})
+    return out
