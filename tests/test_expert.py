@@ -20,7 +20,7 @@ from gcpipe.train.expert import MAX_PLIES, ExpertIteration, expert_loss, pack_ro
 from gcpipe.train.run import train
 from test_search import _midgame, _state_bytes
 
-EXPERT = dict(algorithm="expert", historical_fraction=0.0, selfplay_games=16, replay_games=32, search_simulations=4,
+EXPERT = dict(algorithm="expert", selfplay_games=16, replay_games=32, search_simulations=4,
               expert_minibatch_rows=8, checkpoint_interval=1)
 
 
@@ -124,7 +124,7 @@ def test_the_search_learns_in_a_ci_sized_run(tmp_path):
     """From a fresh net, eight small iterations (16-simulation search with a greedy playout mixed
     into the leaf values) teach the value rows enough that the same 16-simulation search, now
     using them alone, wins far more often as Guerrilla against random."""
-    config = make_config(dict(algorithm="expert", historical_fraction=0.0, expert_iterations=8, selfplay_games=64,
+    config = make_config(dict(algorithm="expert", expert_iterations=8, selfplay_games=64,
                               replay_games=128, search_simulations=16, search_rollouts=1,
                               search_rollout_weight=0.5, opponent="random", expert_minibatch_rows=16,
                               learning_rate=0.01, checkpoint_interval=8))
@@ -142,7 +142,6 @@ def test_the_search_learns_in_a_ci_sized_run(tmp_path):
 @pytest.mark.parametrize("settings, message", [
     (dict(selfplay=False), "plays self-play games"),
     (dict(layout="legacy"), "layout legacy cannot hold"),
-    (dict(historical_fraction=0.2), "no opponent pool"),
     (dict(replay_games=8, selfplay_games=16), "'replay_games' (8) must be at least"),
     (dict(search_rollout_weight=0.5), "needs 'search_rollouts' >= 1"),
     (dict(search_simulations=0), "'search_simulations' must be positive"),

@@ -75,8 +75,9 @@ class TrainConfig:
     # (gcpipe/train/expert.py): self-play moves chosen by a Gumbel search with the current network,
     # the policy trained toward the search's improved policy, both value rows (the value row for
     # the Guerrilla, the pass logit for the COIN: side_value's convention) toward the game's
-    # +-1 outcome.  An epoch is one iteration; the run lasts expert_iterations (total_timesteps,
-    # num_envs and horizon are PPO's).  bot_fraction of the games are against `opponent`.
+    # +-1 outcome.  An epoch is one iteration; the run lasts expert_iterations.  bot_fraction of the
+    # games are against `opponent`; the rollout, advantage and opponent-pool settings above
+    # (total_timesteps, num_envs, horizon, gamma, ..., historical_fraction) are PPO's alone.
     algorithm: str = "ppo"
     expert_iterations: int = 100
     init_run: str = ""              # start from results/runs/INIT_RUN/final.bin (else a fresh init)
@@ -199,6 +200,19 @@ def make_config(settings: dict, where: str = "run config") -> TrainConfig:
         raise UserError(f"{where}: 'side' must be 0 (random), 1 (Guerrilla) or 2 (COIN), got {config.side!r}")
     if config.seed >= 2**32:
         raise UserError(f"{where}: 'seed' must be below 2^32, got {config.seed}")
+    if config.algorithm == "expert":
+        if not config.selfplay:
+            raise UserError(f"{where}: algorithm 'expert' plays self-play games; set selfplay true")
+        if config.layout == "legacy":
+            raise UserError(f"{where}: algorithm 'expert' trains both value rows, which layout legacy cannot "
+                            f"hold; use layout 5c or 5c-bias")
+        if config.search_rollout_weight > 0 and config.search_rollouts < 1:
+            raise UserError(f"{where}: 'search_rollout_weight' {config.search_rollout_weight} needs "
+                            f"'search_rollouts' >= 1")
+        if config.replay_games < config.selfplay_games:
+            raise UserError(f"{where}: 'replay_games' ({config.replay_games}) must be at least 'selfplay_games' "
+                            f"({config.selfplay_games}): each update trains on the newest games")
+        return config
     if config.minibatch_size % config.horizon:
         raise UserError(f"{where}: 'minibatch_size' ({config.minibatch_size}) must be a multiple of "
                         f"'horizon' ({config.horizon}): minibatches are whole segments")
@@ -212,21 +226,6 @@ def make_config(settings: dict, where: str = "run config") -> TrainConfig:
     if config.num_bot_envs + config.num_historical_envs > config.num_envs:
         raise UserError(f"{where}: 'bot_fraction' + 'historical_fraction' must not exceed 1, got "
                         f"{config.bot_fraction} + {config.historical_fraction}")
-    if config.algorithm == "expert":
-        if not config.selfplay:
-            raise UserError(f"{where}: algorithm 'expert' plays self-play games; set selfplay true")
-        if config.layout == "legacy":
-            raise UserError(f"{where}: algorithm 'expert' trains both value rows, which layout legacy cannot "
-                            f"hold; use layout 5c or 5c-bias")
-        if config.historical_fraction:
-            raise UserError(f"{where}: algorithm 'expert' has no opponent pool; set historical_fraction to 0")
-        if config.search_rollout_weight > 0 and config.search_rollouts < 1:
-            raise UserError(f"{where}: 'search_rollout_weight' {config.search_rollout_weight} needs "
-                            f"'search_rollouts' >= 1")
-        if config.replay_games < config.selfplay_games:
-            raise UserError(f"{where}: 'replay_games' ({config.replay_games}) must be at least 'selfplay_games' "
-                            f"({config.selfplay_games}): each update trains on the newest games")
-        return config
     if config.steps_per_epoch > config.total_timesteps:
         raise UserError(f"{where}: 'total_timesteps' ({config.total_timesteps}) is below one epoch "
                         f"({config.steps_per_epoch} steps = num_envs x slots x horizon)")
