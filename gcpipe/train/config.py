@@ -90,6 +90,7 @@ class TrainConfig:
     replay_games: int = 1024        # expert: the newest games each update trains on
     expert_epochs: int = 2          # expert: passes over the replay games per iteration
     expert_minibatch_rows: int = 64 # expert: rows of packed whole games per minibatch
+    expert_policy_coef: float = 1.0 # expert: weight of the policy loss (0: train the values alone)
     # Outputs.
     layout: str = "5c"              # checkpoint layout: 5c | 5c-bias | legacy (bias layouts train biases)
     checkpoint_interval: int = 20   # epochs between checkpoints, pool snapshots and resume states
@@ -167,7 +168,8 @@ _POSITIVE = ("total_timesteps", "num_envs", "horizon", "minibatch_size", "replay
              "search_simulations", "search_considered", "selfplay_games", "replay_games", "expert_epochs",
              "expert_minibatch_rows", "expert_iterations")
 _NON_NEGATIVE = ("clip_coef", "vf_clip_coef", "vf_coef", "ent_coef", "prio_alpha", "mcts_exploration",
-                 "eval_interval", "seed", "max_epochs", "gae_lambda", "prio_beta0", "search_rollouts")
+                 "eval_interval", "seed", "max_epochs", "gae_lambda", "prio_beta0", "search_rollouts",
+                 "expert_policy_coef")
 _UNIT = ("muon_momentum", "gamma", "gae_lambda", "historical_fraction", "bot_fraction", "prio_beta0",
          "search_rollout_weight")
 _CHOICES = {"layout": LAYOUTS, "opponent": OPPONENTS, "mcts_rollout": MCTS_ROLLOUTS, "algorithm": ALGORITHMS,

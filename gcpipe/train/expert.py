@@ -18,7 +18,7 @@ convention, model.md §6), so both rows become +-1 win/loss estimates a search u
 Update.  The newest `replay_games` games are packed, whole, into rows of GC_MAX_GAME_PLIES steps
 (each game starting from a zero recurrent state), and `expert_epochs` passes of minibatches of
 `expert_minibatch_rows` rows minimise
-    cross-entropy(pi', masked softmax(logits)) over searched plies
+    expert_policy_coef * cross-entropy(pi', masked softmax(logits)) over searched plies
     + vf_coef * mean((value row - z)^2 + (pass logit + z)^2) / 2 over all plies
 with Muon and the run's cosine learning rate.
 """
@@ -264,7 +264,7 @@ class ExpertIteration:
             for first in range(0, len(rows), c.expert_minibatch_rows):
                 batch = stack_rows(self.games, rows[first:first + c.expert_minibatch_rows])
                 policy_loss, value_loss, parts = expert_loss(self.policy, batch)
-                loss = policy_loss + c.vf_coef * value_loss
+                loss = c.expert_policy_coef * policy_loss + c.vf_coef * value_loss
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), c.max_grad_norm)
