@@ -232,3 +232,35 @@ def test_search_players_from_config_and_short_specs(tmp_path):
     assert (short.name, short.search.simulations, short.search.variant) == ("net-s50", 50, "gumbel")
     with pytest.raises(UserError, match="write search:PATH:SIMULATIONS"):
         book.resolve(f"search:{tmp_path / 'net.bin'}")
+
+
+@pytest.mark.parametrize("search_side", ["guerrilla", "coin"])
+def test_match_games_are_the_documented_protocol(tmp_path, search_side):
+    """Every game of a batched match equals the game replayed alone by the player protocol: the
+    search player steps on the other side's position before that side moves."""
+    from gcpipe.match import match
+    from gcpipe.match.ledger import read_ledger
+
+    ckpt.save(MinGRUPolicy(generator=torch.Generator().manual_seed(12)), tmp_path / "net.bin", "5c")
+    spec = f"s=search:{tmp_path / 'net.bin'}:6@0"
+    pair = (spec, "greedy@1") if search_side == "guerrilla" else ("greedy@0", spec.replace("@0", "@1"))
+    records = read_ledger(match(*pair, 12, out=tmp_path / "cell.jsonl", workers=1, progress=False).ledger)
+    player = SearchPlayer(tmp_path / "net.bin", make_settings(simulations=6))
+    player.start(1)
+    slot = np.zeros(1, np.int32)
+    side = 1 if search_side == "guerrilla" else 2
+    for record in records:
+        batch = GameBatch(1)
+        batch.reset(0, record["seed"])
+        player.new_games(slot)
+        while not batch.states["winner"][0]:
+            if batch.states["to_move"][0] == side:
+                action = int(player.choose(batch, slot)[0])
+            else:
+                player.observe(batch, slot)
+                game = batch.game(0)
+                action = Bot("greedy").choose(game)
+                batch.states["rng"][0] = game.rng_state
+            batch.apply(0, action)
+        winner = "guerrilla" if batch.states["winner"][0] == 1 else "coin"
+        assert (winner, int(batch.states["plies"][0])) == (record["winner"], record["plies"]), record["game"]

@@ -106,13 +106,16 @@ class CellPlayer:
             obs, _ = batch.observe(active)
             movers = [to_move == 1, to_move == 2]
             for side in (0, 1):
+                # A search player steps on the waiting side's positions before any move of the tick.
+                rows, net = movers[side], self._nets[side]
+                if self.players[side].kind == "search" and not rows.all():
+                    net.observe(batch, active[~rows])
+            for side in (0, 1):
                 rows, net = movers[side], self._nets[side]
                 if net is None:
                     if rows.any():
                         batch.bot_apply(active[rows], self._bots[side], self._workspace)
                 elif self.players[side].kind == "search":
-                    if not rows.all():
-                        net.observe(batch, active[~rows])
                     if rows.any():
                         for slot, action in zip(active[rows], net.choose(batch, active[rows])):
                             batch.apply(int(slot), int(action))
