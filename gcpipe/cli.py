@@ -118,16 +118,30 @@ def match(guerrilla: str = typer.Argument(..., metavar="G", help=_PLAYER_HELP),
 @app.command()
 def compare(candidate: str = typer.Argument(..., help=_PLAYER_HELP),
             baseline: str = typer.Argument(..., help="The baseline player, as CANDIDATE."),
-            games: int = typer.Option(1000, "--games", help="Games per cell."),
+            games: int = typer.Option(1000, "--games", help="Game pairs (games per cell)."),
+            sprt: str = typer.Option(None, "--sprt", metavar="ELO0,ELO1",
+                                     help="Stop as soon as the SPRT of H0: Elo=ELO0 against H1: Elo=ELO1 decides."),
+            alpha: float = typer.Option(None, "--alpha", help="SPRT: chance of accepting H1 when H0 holds [0.05]."),
+            beta: float = typer.Option(None, "--beta", help="SPRT: chance of accepting H0 when H1 holds [0.05]."),
+            sprt_model: str = typer.Option(None, "--sprt-model",
+                                           help="SPRT Elo: normalized (pentanomial nElo, fishtest's) or logistic "
+                                                "[normalized]."),
+            max_games: int = typer.Option(None, "--max-games",
+                                          help="SPRT: stop undecided after N games, both sides together "
+                                               "[2 x --games]."),
             config: Path = _CONFIG_OPTION,
-            out: Path = typer.Option(Path("results/compare"), "--out", help="Folder for the four cell ledgers."),
+            out: Path = typer.Option(Path("results/compare"), "--out", help="Folder for the cell ledgers and the summary."),
             workers: int = _WORKERS_OPTION,
             quiet: bool = _QUIET_OPTION):
-    """Candidate vs baseline on both sides, plus both self cells, with 95% intervals."""
-    from gcpipe.match import compare as play_compare, format_compare
+    """Candidate vs baseline in game pairs (game g once on each side), with 95% intervals.
 
-    typer.echo(format_compare(play_compare(candidate, baseline, games, config=config, out_dir=out,
-                                           workers=workers, progress=not quiet)))
+    Without --sprt: --games pairs plus both self cells.  With --sprt: pairs until the sequential
+    test decides ("H0 accepted" / "H1 accepted") or --max-games; resumable like every match."""
+    from gcpipe.match.compare import compare as play_compare, format_compare, sprt_test
+
+    test = sprt_test(sprt, alpha, beta, sprt_model)
+    typer.echo(format_compare(play_compare(candidate, baseline, games, config=config, out_dir=out, workers=workers,
+                                           progress=not quiet, sprt=test, max_games=max_games)))
 
 
 @app.command()

@@ -1,5 +1,5 @@
 """Match runner: players, seeds (rules.md §8), network players (§9), ledger resume after kill -9,
-worker-count invariance and the match/compare/tournament commands."""
+worker-count invariance and the match/tournament commands (compare: test_compare.py)."""
 import os
 import signal
 import subprocess
@@ -299,18 +299,6 @@ def test_tournament_prints_the_published_random_greedy_cells(tmp_path):
                                              "greedy              98-2   33-67"]
     assert sorted(p.name for p in tmp_path.glob("*.jsonl")) == [
         "greedy__greedy.jsonl", "greedy__random.jsonl", "random__greedy.jsonl", "random__random.jsonl"]
-
-
-def test_compare_prints_reciprocal_results_and_self_cells(tmp_path):
-    result = CliRunner().invoke(app, ["compare", "greedy", "random", "--games", "40", "--quiet", "--out", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    as_guerrilla = read_ledger(tmp_path / "greedy__random.jsonl")
-    wins = sum(r["winner"] == "guerrilla" for r in as_guerrilla)
-    assert lines[0] == "greedy (candidate) vs random (baseline)"
-    assert lines[1].startswith(f"  candidate as Guerrilla: {wins}-{40 - wins} (")
-    assert lines[2].startswith("  candidate as COIN:      ")
-    assert [line.split(":")[0] for line in lines[3:]] == ["  self cell greedy__greedy", "  self cell random__random"]
 
 
 def test_cli_errors_are_one_line(tmp_path):

@@ -302,15 +302,15 @@ def merge_shards(shard_paths, out_path, games: int | None = None) -> list[dict]:
     missing = [game for game in range(expected) if game not in merged]
     if missing or len(merged) != expected:
         extra = sorted(game for game in merged if game >= expected)
-        detail = (f"missing game(s) {_ranges(missing)}" if missing
-                  else f"unexpected game(s) {_ranges(extra)}")
+        detail = (f"missing game(s) {format_ranges(missing)}" if missing
+                  else f"unexpected game(s) {format_ranges(extra)}")
         raise UserError(f"shards do not cover games 0..{expected - 1}: {detail}")
     records = [merged[game] for game in range(expected)]
     atomic_write_text(out_path, "".join(encode_record(record) for record in records))
     return records
 
 
-def _ranges(numbers: list[int]) -> str:
+def format_ranges(numbers: list[int]) -> str:
     """Compact listing of sorted integers: [1, 2, 3, 7] -> "1-3, 7"."""
     parts = []
     start = previous = None
