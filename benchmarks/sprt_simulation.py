@@ -23,6 +23,7 @@ import time
 import numpy as np
 import scipy.optimize
 
+from gcpipe.stats.normal import Z95
 from gcpipe.stats.sprt import NELO_PER_NT, PAIR_SCORES, SPRT, logistic_score
 
 
@@ -104,7 +105,7 @@ def main() -> None:
         errors = int(np.sum(decision == wrong))
         undecided = int(np.sum(decision < 0))
         rate = errors / args.runs
-        half_width = 1.959963984540054 * math.sqrt(rate * (1 - rate) / args.runs)
+        half_width = Z95 * math.sqrt(rate * (1 - rate) / args.runs)
         print(f"true {test.unit} = {elo:g} ({truth}): wins as Guerrilla {p_guerrilla:.4f}, as COIN {p_coin:.4f}; "
               f"LLR drift {drift:+.5f} per pair")
         print(f"  wrong decisions {errors}/{args.runs} = {rate:.4f} ± {half_width:.4f} "

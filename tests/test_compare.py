@@ -10,7 +10,7 @@ from gcpipe.errors import UserError
 from gcpipe.match import compare, game_seed
 from gcpipe.match.compare import pair_wins, sprt_test, summary_path_for
 from gcpipe.match.ledger import read_ledger
-from gcpipe.stats import SPRT, pentanomial
+from gcpipe.stats.sprt import SPRT, pentanomial
 
 
 def _run(*args):

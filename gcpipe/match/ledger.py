@@ -27,6 +27,7 @@ from pathlib import Path
 
 from gcpipe.errors import UserError
 from gcpipe.io import atomic_write_json, atomic_write_text
+from gcpipe.stats.normal import Z95
 
 RECORD_KEYS = ("cell", "guerrilla", "coin", "game", "seed", "winner", "plies", "end",
                "guerrilla_id", "coin_id")
@@ -37,8 +38,6 @@ END_REASONS = ("coins_cleared", "stones_exhausted", "stones_wiped", "stalemate",
 _WINNER_BY_END = {"coins_cleared": "guerrilla", "stones_exhausted": "coin",
                   "stones_wiped": "coin", "ply_cap": "coin", "stalemate": None}
 _UINT32_MAX = 2**32 - 1
-# Two-sided 95% normal quantile, for the Wilson score interval.
-_Z95 = 1.959963984540054
 
 
 def cell_name(guerrilla: str, coin: str) -> str:
@@ -225,7 +224,7 @@ class LedgerWriter:
         self.close()
 
 
-def wilson_interval(successes: int, trials: int, z: float = _Z95) -> tuple[float, float]:
+def wilson_interval(successes: int, trials: int, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion (95% by default)."""
     if trials <= 0:
         raise ValueError("the Wilson interval needs at least one trial")

@@ -291,4 +291,4 @@ def pair_elo(counts) -> PairElo:
     return PairElo(pairs=pairs, score=float(counts @ PAIR_SCORES) / pairs, elo=_logistic_elo(mu),
                    elo_ci95=(_logistic_elo(low), _logistic_elo(high)), nelo=(mu - 0.5) * per_nelo,
                    nelo_ci95=((low - 0.5) * per_nelo, (high - 0.5) * per_nelo),
-                   los=float(normal_cdf((mu - 0.5) / error)))
+                   los=normal_cdf((mu - 0.5) / error))
