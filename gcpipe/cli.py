@@ -59,12 +59,15 @@ def elo(ledgers: list[str] = typer.Argument(None, metavar="LEDGER...",
                                    help="'mean:VALUE' or 'PLAYER/SIDE:VALUE', e.g. 'greedy/guerrilla:1000'."),
         order: str = typer.Option(None, "--order", help="Player order for tables, comma-separated."),
         crosstable: str = typer.Option(None, "--crosstable",
-                                       help="Fit a cross table file (.json or Markdown) instead of ledgers.")):
-    """Fit side-specific Bradley–Terry Elo ratings and write tables and plots."""
+                                       help="Fit a cross table file (.json or Markdown) instead of ledgers."),
+        ordo: bool = typer.Option(False, "--ordo",
+                                  help="Also write ordo.*: one rating per player plus a fitted Guerrilla advantage.")):
+    """Fit side-specific Bradley–Terry Elo ratings and write tables and plots: ratings, cross table,
+    rating differences with the likelihood of superiority, head-to-head cells."""
     from gcpipe.elo import elo_table, ratings_table_markdown
 
     ratings = elo_table(ledgers or (), out_dir=out, anchor=anchor,
-                        order=order.split(",") if order else None, crosstable=crosstable)
+                        order=order.split(",") if order else None, crosstable=crosstable, ordo=ordo)
     typer.echo(ratings_table_markdown(ratings), nl=False)
 
 

@@ -75,6 +75,9 @@ class EloRatings:
     wins: np.ndarray        # games won by the entity (no priors)
     anchor: Anchor
     log_likelihood: float   # at the optimum, priors included, natural log
+    # Covariance of `elo` (Elo^2) relative to the anchor, from the same inverse Hessian as ci95: the
+    # variance of a difference R_i - R_j is C_ii + C_jj - 2 C_ij, which no choice of anchor changes.
+    covariance: np.ndarray
 
     def rating(self, player: str, side: str) -> float:
         return float(self.elo[self.entities.index((player, side))])
@@ -164,7 +167,7 @@ def fit_elo(table: CrossTable, anchor: Anchor = Anchor()) -> EloRatings:
     return EloRatings(entities=entities, elo=anchor.value + ELO_PER_NAT * theta,
                       ci95=Z95 * ELO_PER_NAT * np.sqrt(variance),
                       games=games.astype(int), wins=wins.astype(int), anchor=anchor,
-                      log_likelihood=-negative_ll)
+                      log_likelihood=-negative_ll, covariance=ELO_PER_NAT ** 2 * covariance)
 
 
 def _newton(objective, hessian, size, max_iterations=200):
