@@ -175,6 +175,19 @@ def merge(shards: list[str] = typer.Argument(..., metavar="SHARD...",
     typer.echo(f"{out}: {len(records)} games from {len(shards)} shard(s)")
 
 
+@app.command()
+def view(ledger: Path = typer.Argument(..., metavar="LEDGER", help="A cell's ledger (G__C.jsonl)."),
+         out: Path = typer.Option(..., "--out", help="Folder for the SVG files."),
+         game: list[int] = typer.Option(None, "--game", help="Draw this game index (repeatable) instead of the "
+                                                              "first Guerrilla win and the first COIN win.")):
+    """Replay games of a ledger and draw them as SVG, one board per ply: guerrilla_win.svg and
+    coin_win.svg (or game-N.svg for each --game N)."""
+    from gcpipe.match.viewer import view_ledger
+
+    for path in view_ledger(ledger, out, games=game or None):
+        typer.echo(str(path))
+
+
 @app.command("config")
 def show_config(path: str = typer.Argument(..., metavar="CONFIG", help="A pipeline config (YAML)."),
                 out: str = typer.Option(None, "--out", help="Write the resolved config here instead of stdout.")):
