@@ -77,15 +77,17 @@ def fit_players(table: CrossTable, anchor: Anchor = Anchor()) -> PlayerRatings:
         p = scipy.special.expit(free @ theta)
         return free.T @ ((played * p * (1 - p))[:, None] * free)
 
-    # The gradient sums over all games, so its rounding noise grows with them: a tolerance per game
-    # still puts the ratings within ~1e-8 Elo of the optimum (Newton steps converge quadratically).
-    result = scipy.optimize.minimize(objective, np.zeros(n), jac=True, hess=hessian, method="trust-exact",
-                                     options={"gtol": 1e-10 * played.sum()})
-    if not result.success:
-        raise RuntimeError(f"Ordo fit did not converge: {result.message}")
+    theta = scipy.optimize.minimize(objective, np.zeros(n), jac=True, hess=hessian, method="trust-exact").x
+    # trust-exact can stop a rounding step short of the optimum ("a bad approximation caused failure to
+    # predict improvement"); from there Newton steps converge quadratically to it.
+    for _ in range(3):
+        theta = theta - np.linalg.solve(hessian(theta), objective(theta)[1])
+    if np.max(np.abs(objective(theta)[1])) > 1e-9 * played.sum():     # rounding noise grows with the games
+        raise RuntimeError("the Ordo fit did not converge")
     embed = np.vstack([np.zeros(n), np.eye(n)])                 # free -> (r_0 .. r_{n-1}, A)
-    parameters = embed @ result.x
-    covariance = embed @ np.linalg.inv(hessian(result.x)) @ embed.T
+    parameters = embed @ theta
+    negative_ll = objective(theta)[0]
+    covariance = embed @ np.linalg.inv(hessian(theta)) @ embed.T
     anchored = _anchor_map(n, anchor, index)                    # (r, A) -> anchored r - value
     elo_covariance = ELO_PER_NAT ** 2 * anchored @ covariance @ anchored.T
     games = np.zeros(n)
@@ -100,7 +102,7 @@ def fit_players(table: CrossTable, anchor: Anchor = Anchor()) -> PlayerRatings:
                          covariance=elo_covariance, advantage=float(ELO_PER_NAT * parameters[n]),
                          advantage_ci95=float(Z95 * ELO_PER_NAT * np.sqrt(covariance[n, n])),
                          games=games.astype(int), wins=wins.astype(int), anchor=anchor,
-                         log_likelihood=-float(result.fun))
+                         log_likelihood=-float(negative_ll))
 
 
 def _anchor_map(n: int, anchor: Anchor, index: dict) -> np.ndarray:
