@@ -21,6 +21,7 @@ from gcpipe.match.players import player_from_config
 from gcpipe.match.replay import play_game, replay_record
 from gcpipe.nn.checkpoint import save
 from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.nn.player import NetworkPlayer
 
 GCPIPE = str(Path(sys.executable).parent / "gcpipe")
 

@@ -110,3 +110,18 @@ def test_cli_view_draws_chosen_games(ledgers, tmp_path):
     missing = CliRunner().invoke(app, ["view", str(ledgers["mcts"]), "--out", str(tmp_path), "--game", "8"])
     assert missing.exit_code == 2
     assert missing.output.strip().splitlines() == [f"gcpipe: error: {ledgers['mcts']} has no game 8"]
+
+
+def test_search_and_net_games_replay(tmp_path):
+    import torch
+
+    from gcpipe.nn.checkpoint import save
+    from gcpipe.nn.model import MinGRUPolicy
+
+    path = tmp_path / "alpha.bin"
+    save(MinGRUPolicy(128, 2, bias=False, generator=torch.Generator().manual_seed(1)), path, "5c")
+    for guerrilla, coin in ((f"search:{path}:8", "greedy"), (f"net:{path}", "random")):
+        ledger = match(guerrilla, coin, 12, out=tmp_path / f"{guerrilla[:3]}.jsonl", workers=1, progress=False).ledger
+        for record in read_ledger(ledger):
+            assert player_from_identity(record["guerrilla"], record["guerrilla_id"]).identity == record["guerrilla_id"]
+            assert replay_record(record).agrees_with(record)

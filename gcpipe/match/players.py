@@ -153,6 +153,13 @@ def player_from_identity(name: str, identity) -> Player:
     try:
         if kind == "net":
             player = make_net(name, identity["path"], identity["sha256"], identity["full_turn"])
+        elif kind == "search":
+            from gcpipe.search.settings import make_settings
+
+            values = {key: value for key, value in identity.items() if key not in ("kind", "path", "sha256", "layout")}
+            values["value_coef"] = tuple(values["value_coef"])
+            player = make_search(name, identity["path"], make_settings(where=f"player {name}", **values),
+                                 identity["sha256"])
         elif kind == "mcts":
             player = make_bot(name, f"mcts:{identity['iterations']}:{identity['exploration']}:{identity['rollout']}")
         else:

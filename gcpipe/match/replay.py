@@ -1,18 +1,19 @@
 """Replaying a game: a ledger records each game's seed and players, not its moves, and a game is a
 function of those (rules.md §8-§9), so playing it again move by move gives its actions.
 
-`play_game` plays one game the way the match runner does (both players draw from the game's own
-generator; a full-turn network also steps on the other side's plies; COIN wins at the ply cap) with
-single-game players: `Bot`, or `NetworkBot` on one torch thread like the runner's workers.  The
-runner batches networks across games, so where batching changes a network's rounding (issue 13) a
-replayed net game can differ from the recorded one; `replay_record` says whether it matched.
+`play_game` plays one game the way the match runner does (every player draws from the game's own
+generator; a full-turn network, or a search player, also steps on the position the other side is
+about to play; COIN wins at the ply cap) with single-game players: `Bot`, `NetworkBot`, and a search
+player over a one-game batch that mirrors the game.  `Replay.agrees_with` says whether a replay is
+the game a ledger record describes.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
-from gcpipe.engine import Game
+import numpy as np
+
+from gcpipe.engine import Game, GameBatch
 from gcpipe.engine.bots import TOURNAMENT_PLY_CAP, Bot
 from gcpipe.engine.game import SIDE_NAMES
 from gcpipe.match.players import Player, player_from_identity
@@ -37,18 +38,17 @@ class Replay:
 
 def play_game(guerrilla: Player, coin: Player, seed: int) -> Replay:
     """One game from the start position and generator seed `seed`; returns its actions and result."""
-    players = (guerrilla, coin)
-    with _one_torch_thread(any(p.is_net for p in players)):
-        movers = [_single_game_player(p) for p in players]
-        game = Game(seed)
-        actions = []
-        while not game.is_terminal() and game.plies < TOURNAMENT_PLY_CAP:
-            side = game.current_player()
-            if players[1 - side].is_net:
-                movers[1 - side].observe(game)
-            action = movers[side].choose(game)
-            game.apply_action(action)
-            actions.append(action)
+    game = Game(seed)
+    movers = [_single_game_player(p, seed) for p in (guerrilla, coin)]
+    actions = []
+    while not game.is_terminal() and game.plies < TOURNAMENT_PLY_CAP:
+        side = game.current_player()
+        movers[1 - side].observe(game)
+        action = movers[side].choose(game)
+        game.apply_action(action)
+        for mover in movers:
+            mover.follow(action)
+        actions.append(action)
     if not game.is_terminal():
         game.declare_coin_win("ply_cap")
     return Replay(seed=seed, actions=tuple(actions), winner=SIDE_NAMES[game.winner], end=game.end_reason)
@@ -60,28 +60,53 @@ def replay_record(record: dict) -> Replay:
                      player_from_identity(record["coin"], record["coin_id"]), record["seed"])
 
 
-def _single_game_player(player: Player):
-    if not player.is_net:
-        return Bot(player.bot)
-    from gcpipe.nn.checkpoint import load
-    from gcpipe.nn.player import NetworkBot, NetworkPlayer
+def _single_game_player(player: Player, seed: int):
+    if player.kind == "search":
+        return _SearchMover(player, seed)
+    if player.is_net:
+        from gcpipe.nn.checkpoint import load
+        from gcpipe.nn.player import NetworkBot, NetworkPlayer
 
-    bot = NetworkBot(NetworkPlayer(load(player.path, expected_sha256=player.sha256), full_turn=player.full_turn))
-    bot.new_game()
-    return bot
+        bot = NetworkBot(NetworkPlayer(load(player.path, expected_sha256=player.sha256), full_turn=player.full_turn))
+        bot.new_game()
+        return _Mover(bot.choose, bot.observe)
+    return _Mover(Bot(player.bot).choose)
 
 
-@contextmanager
-def _one_torch_thread(needed: bool):
-    """Networks forward on one thread, as in the runner's workers (thread counts change the sums)."""
-    if not needed:
-        yield
-        return
-    import torch
+class _Mover:
+    """A single-game player: `choose(game)`, `observe(game)` before the other side's ply, and
+    `follow(action)` after every ply."""
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+    def __init__(self, choose, observe=None):
+        self.choose = choose
+        self.observe = observe or (lambda game: None)
+
+    def follow(self, action: int) -> None:
+        """Bots and networks read the Game itself."""
+
+
+class _SearchMover:
+    """A search player (gcpipe.search.player, the batched protocol) on a one-game batch that repeats
+    every ply of the game; its generator is the game's, handed over for each search."""
+
+    def __init__(self, player: Player, seed: int):
+        from gcpipe.search.player import SearchPlayer
+
+        self.player = SearchPlayer(player.path, player.search)
+        self.player.start(1)
+        self.slot = np.zeros(1, np.int64)
+        self.player.new_games(self.slot)
+        self.batch = GameBatch(1)
+        self.batch.reset(0, seed)
+
+    def observe(self, game: Game) -> None:
+        self.player.observe(self.batch, self.slot)
+
+    def choose(self, game: Game) -> int:
+        self.batch.states["rng"][0] = game.rng_state
+        action = int(self.player.choose(self.batch, self.slot)[0])
+        game.rng_state = int(self.batch.states["rng"][0])    # the search's draws
+        return action
+
+    def follow(self, action: int) -> None:
+        self.batch.apply(0, action)

@@ -83,6 +83,9 @@ def _result(winner: str, end: str, plies: int) -> str:
 def _describe(identity: dict) -> str:
     if identity.get("kind") == "net":
         return f"net {identity['path']}, sha256 {identity['sha256'][:12]}…"
+    if identity.get("kind") == "search":
+        return (f"{identity['variant']} search, {identity['simulations']} simulations, net {identity['path']}, "
+                f"sha256 {identity['sha256'][:12]}…")
     if identity.get("kind") == "mcts":
         return f"MCTS {identity['iterations']} iterations, c {identity['exploration']:g}, {identity['rollout']} rollouts"
     return str(identity.get("kind"))
