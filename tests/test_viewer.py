@@ -88,7 +88,7 @@ def test_a_game_that_does_not_replay_is_never_drawn(ledgers, tmp_path, monkeypat
 
     def replay_with_a_fault(record):
         replay = replay_record(record)
-        if record["game"] == first:   # as if batching had turned this game
+        if record["game"] == first:   # as if the runner had stepped a player otherwise
             return Replay(replay.seed, replay.actions[:-1], "coin", "stalemate")
         return replay
 

@@ -3,9 +3,9 @@ small board per ply from the start position, so a reader can follow how a side w
 
 By default a cell gets two pictures, the first game (lowest index) the Guerrilla won and the first
 the COIN won (VIEW_FILES); `games` draws chosen indices instead (game-N.svg).  A game whose replay
-does not reproduce its ledger record (possible for networks until issue 13, see replay.py) is never
-drawn: the default picks the next game of the same outcome and says so in the picture; a chosen
-index is an error.  The SVG text depends on the ledger and the players only.
+does not reproduce its ledger record (the runner and the single-game replay disagreeing on how a
+player steps) is never drawn: the default picks the next game of the same outcome and says so in
+the picture; a chosen index is an error.  The SVG text depends on the ledger and the players only.
 """
 from __future__ import annotations
 
