@@ -3,7 +3,7 @@ field (large cells in game-index shards, merged), fit the side-specific Elo tabl
 
     snakemake --cores 8 elo_table                      # the default config/config.yaml
     snakemake --cores 2 all --configfile config/smoke.yaml  # the tiny CI field
-    snakemake --report results/report.html              # after a run: tables, plots, curves
+    snakemake --report results/report.html              # after a run: tables, plots, curves, games
 
 Each rule runs one `gcpipe` subcommand. Every job reads the resolved config (defaults filled
 in) from results/config.yaml; each rule's `params` carry exactly the settings its job depends
@@ -18,8 +18,9 @@ from snakemake.exceptions import WorkflowError
 
 from gcpipe.config import (RESULTS, check_pipeline, config_text, match_plan, net_checkpoint,
                            roster_positions, shards, validate_config, write_if_changed)
-from gcpipe.elo import OUTPUT_FILES as ELO_FILES
+from gcpipe.elo import ORDO_FILES, OUTPUT_FILES
 from gcpipe.engine.build import CSRC
+from gcpipe.match.viewer import VIEW_FILES
 from gcpipe.errors import UserError
 
 
@@ -69,13 +70,27 @@ CELLS = {cell.name: cell for cell in match_plan(config)}
 ROSTER = roster_positions(config)
 # The software of every job under --use-conda (without it: the `gcpipe` on PATH).
 SOFTWARE = "envs/gcpipe.yaml"
+ELO_FILES = OUTPUT_FILES + (ORDO_FILES if config["elo"]["ordo"] else ())
 ELO_OUTPUTS = [f"results/elo/{name}" for name in ELO_FILES]
 ELO_CAPTIONS = {
     "ratings.csv": "report/ratings.rst",
     "crosstable.csv": "report/crosstable.rst",
     "ratings.png": "report/ratings_plot.rst",
     "crosstable.png": "report/crosstable_plot.rst",
+    "superiority.csv": "report/superiority.rst",
+    "superiority.png": "report/superiority_plot.rst",
+    "headtohead.csv": "report/headtohead.rst",
+    "ordo.csv": "report/ordo.rst",
+    "ordo.png": "report/ordo_plot.rst",
 }
+GAME_VIEWS = list(VIEW_FILES.values())
+# What the main job makes: everything the HTML report shows, so `snakemake --report` works after it.
+MAIN_OUTPUTS = [
+    *ELO_OUTPUTS,
+    "results/provenance.json",
+    *(f"results/runs/{run}/training.png" for run in RUNS),
+    *(f"results/games/{cell}/{view}" for cell in config["report"]["games"] for view in GAME_VIEWS),
+]
 
 NAME = r"[A-Za-z0-9][A-Za-z0-9.\-]*(?:_[A-Za-z0-9.\-]+)*"
 
@@ -93,6 +108,7 @@ localrules:
     elo_table,
     merge,
     provenance,
+    games,
 
 
 def checkpoint_of(name):
@@ -124,15 +140,12 @@ def ledger_of(summary):
 
 rule all:
     input:
-        "results/elo/ratings.md",
-        "results/provenance.json",
-        expand("results/runs/{run}/training.png", run=RUNS),
+        MAIN_OUTPUTS,
 
 
 rule elo_table:
     input:
-        ELO_OUTPUTS,
-        "results/provenance.json",
+        MAIN_OUTPUTS,
 
 
 rule build_engine:
@@ -245,6 +258,7 @@ rule elo:
     params:
         anchor=config["elo"]["anchor"],
         order=",".join(config["elo"]["order"]),
+        ordo="--ordo" if config["elo"]["ordo"] else "",
     conda:
         SOFTWARE
     log:
@@ -254,7 +268,34 @@ rule elo:
         mem_mb=2000,
         runtime=15,
     shell:
-        "gcpipe elo {input} --out results/elo --anchor {params.anchor} --order {params.order} > {log} 2>&1"
+        "gcpipe elo {input} --out results/elo --anchor {params.anchor} --order {params.order} {params.ordo} > {log} 2>&1"
+
+
+rule games:
+    input:
+        ledger="results/matches/{guerrilla}__{coin}.jsonl",
+        # The replay plays the recorded players again.
+        checkpoints=lambda wildcards: checkpoint_of(wildcards.guerrilla) + checkpoint_of(wildcards.coin),
+    output:
+        [
+            report(
+                f"results/games/{{guerrilla}}__{{coin}}/{view}",
+                caption="report/games.rst",
+                category="Games",
+                subcategory="{guerrilla}__{coin}",
+            )
+            for view in GAME_VIEWS
+        ],
+    conda:
+        SOFTWARE
+    log:
+        "results/logs/games/{guerrilla}__{coin}.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    shell:
+        "gcpipe view {input.ledger} --out results/games/{wildcards.guerrilla}__{wildcards.coin} > {log} 2>&1"
 
 
 rule report:

@@ -59,12 +59,15 @@ def elo(ledgers: list[str] = typer.Argument(None, metavar="LEDGER...",
                                    help="'mean:VALUE' or 'PLAYER/SIDE:VALUE', e.g. 'greedy/guerrilla:1000'."),
         order: str = typer.Option(None, "--order", help="Player order for tables, comma-separated."),
         crosstable: str = typer.Option(None, "--crosstable",
-                                       help="Fit a cross table file (.json or Markdown) instead of ledgers.")):
-    """Fit side-specific Bradley–Terry Elo ratings and write tables and plots."""
+                                       help="Fit a cross table file (.json or Markdown) instead of ledgers."),
+        ordo: bool = typer.Option(False, "--ordo",
+                                  help="Also write ordo.*: one rating per player plus a fitted Guerrilla advantage.")):
+    """Fit side-specific Bradley–Terry Elo ratings and write tables and plots: ratings, cross table,
+    rating differences with the likelihood of superiority, head-to-head cells."""
     from gcpipe.elo import elo_table, ratings_table_markdown
 
     ratings = elo_table(ledgers or (), out_dir=out, anchor=anchor,
-                        order=order.split(",") if order else None, crosstable=crosstable)
+                        order=order.split(",") if order else None, crosstable=crosstable, ordo=ordo)
     typer.echo(ratings_table_markdown(ratings), nl=False)
 
 
@@ -118,16 +121,30 @@ def match(guerrilla: str = typer.Argument(..., metavar="G", help=_PLAYER_HELP),
 @app.command()
 def compare(candidate: str = typer.Argument(..., help=_PLAYER_HELP),
             baseline: str = typer.Argument(..., help="The baseline player, as CANDIDATE."),
-            games: int = typer.Option(1000, "--games", help="Games per cell."),
+            games: int = typer.Option(1000, "--games", help="Game pairs (games per cell)."),
+            sprt: str = typer.Option(None, "--sprt", metavar="ELO0,ELO1",
+                                     help="Stop as soon as the SPRT of H0: Elo=ELO0 against H1: Elo=ELO1 decides."),
+            alpha: float = typer.Option(None, "--alpha", help="SPRT: chance of accepting H1 when H0 holds (default 0.05)."),
+            beta: float = typer.Option(None, "--beta", help="SPRT: chance of accepting H0 when H1 holds (default 0.05)."),
+            sprt_model: str = typer.Option(None, "--sprt-model",
+                                           help="SPRT Elo: normalized (pentanomial nElo, fishtest's) or logistic "
+                                                "(default normalized)."),
+            max_games: int = typer.Option(None, "--max-games",
+                                          help="SPRT: stop undecided after N games, both sides together "
+                                               "(default 2 x --games)."),
             config: Path = _CONFIG_OPTION,
-            out: Path = typer.Option(Path("results/compare"), "--out", help="Folder for the four cell ledgers."),
+            out: Path = typer.Option(Path("results/compare"), "--out", help="Folder for the cell ledgers and the summary."),
             workers: int = _WORKERS_OPTION,
             quiet: bool = _QUIET_OPTION):
-    """Candidate vs baseline on both sides, plus both self cells, with 95% intervals."""
-    from gcpipe.match import compare as play_compare, format_compare
+    """Candidate vs baseline in game pairs (game g once on each side), with 95% intervals.
 
-    typer.echo(format_compare(play_compare(candidate, baseline, games, config=config, out_dir=out,
-                                           workers=workers, progress=not quiet)))
+    Without --sprt: --games pairs plus both self cells.  With --sprt: pairs until the sequential
+    test decides ("H0 accepted" / "H1 accepted") or --max-games; resumable like every match."""
+    from gcpipe.match.compare import compare as play_compare, format_compare, sprt_test
+
+    test = sprt_test(sprt, alpha, beta, sprt_model)
+    typer.echo(format_compare(play_compare(candidate, baseline, games, config=config, out_dir=out, workers=workers,
+                                           progress=not quiet, sprt=test, max_games=max_games)))
 
 
 @app.command()
@@ -156,6 +173,19 @@ def merge(shards: list[str] = typer.Argument(..., metavar="SHARD...",
     records = merge_shards(shards, out, games=games)
     write_summary(out)
     typer.echo(f"{out}: {len(records)} games from {len(shards)} shard(s)")
+
+
+@app.command()
+def view(ledger: Path = typer.Argument(..., metavar="LEDGER", help="A cell's ledger (G__C.jsonl)."),
+         out: Path = typer.Option(..., "--out", help="Folder for the SVG files."),
+         game: list[int] = typer.Option(None, "--game", help="Draw this game index (repeatable) instead of the "
+                                                              "first Guerrilla win and the first COIN win.")):
+    """Replay games of a ledger and draw them as SVG, one board per ply: guerrilla_win.svg and
+    coin_win.svg (or game-N.svg for each --game N)."""
+    from gcpipe.match.viewer import view_ledger
+
+    for path in view_ledger(ledger, out, games=game or None):
+        typer.echo(str(path))
 
 
 @app.command("config")

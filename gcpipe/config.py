@@ -148,6 +148,11 @@ def _check_cross_references(config: dict) -> None:
     if anchor != "mean" and anchor.rpartition("/")[0] not in matches["field"]:
         raise UserError(f"elo.anchor: player {anchor.rpartition('/')[0]!r} is not in the match "
                         f"field ({', '.join(matches['field'])})")
+    cells = [cell.name for cell in match_plan(config)]
+    for index, name in enumerate(config["report"]["games"]):
+        if name not in cells:
+            raise UserError(f"report.games[{index}]: {name!r} is not a cell of the match plan "
+                            f"(cells are GUERRILLA__COIN of field players, e.g. {cells[0]})")
     roster = roster_positions(config)
     holder: dict[int, str] = {}
     for name in matches["field"]:

@@ -1,5 +1,8 @@
 """Atomic file writes: every derived output is written to a temp file and renamed into place,
-so a reader (or a killed job that Snakemake restarts) never sees a half-written file."""
+so a reader (or a killed job that Snakemake restarts) never sees a half-written file; and the
+text formats of outputs (canonical JSON, CSV, Markdown tables)."""
+import csv
+import io
 import json
 import os
 import tempfile
@@ -42,3 +45,16 @@ def json_text(obj) -> str:
 def atomic_write_json(path, obj) -> None:
     """Write `obj` as canonical JSON (see json_text) atomically."""
     atomic_write_text(path, json_text(obj))
+
+
+def csv_text(rows) -> str:
+    """CSV text of rows (the first one the header), "\n" line ends, so bytes are the same everywhere."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    return buffer.getvalue()
+
+
+def markdown_table(header, rows, right_from: int = 1) -> str:
+    """A Markdown table; columns from `right_from` on are right-aligned (numbers)."""
+    rule = ["---" if k < right_from else "---:" for k in range(len(header))]
+    return "".join("| " + " | ".join(map(str, row)) + " |\n" for row in [header, rule, *rows])

@@ -11,11 +11,11 @@ import io
 import math
 from pathlib import Path
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from gcpipe.errors import UserError
 from gcpipe.io import atomic_write_bytes
+from gcpipe.plots import png_bytes
 
 STEP = "global_step"
 # (panel title, y label, [(label, column or (numerator, denominator), style)]).
@@ -107,15 +107,7 @@ def training_png(columns: dict[str, list[float]], title: str = "") -> bytes:
         axes.set_xlabel("environment steps")
         axes.set_ylabel(ylabel)
         axes.grid(alpha=0.3)
-    return _png_bytes(figure)
-
-
-def _png_bytes(figure: Figure) -> bytes:
-    buffer = io.BytesIO()
-    FigureCanvasAgg(figure)
-    # No "Software" chunk (the matplotlib version): the bytes depend on the data only.
-    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    return buffer.getvalue()
+    return png_bytes(figure)
 
 
 def reliability_png(reports: dict[str, dict]) -> bytes:
@@ -137,7 +129,7 @@ def reliability_png(reports: dict[str, dict]) -> bytes:
         axes.set_ylabel("observed Guerrilla win frequency")
         axes.grid(alpha=0.3)
         axes.legend(loc="upper left", fontsize=8)
-    return _png_bytes(figure)
+    return png_bytes(figure)
 
 
 def plot_training(metrics_path, out_path, title: str = "") -> Path:

@@ -219,3 +219,104 @@ def test_one_sided_players_keep_the_field_order(tmp_path):
     assert read_crosstable(tmp_path / "crosstable.json") == table
     assert "| d | 1-1 | — |" in (tmp_path / "crosstable.md").read_text()
     assert "| b | — | 1566 |" in (tmp_path / "ratings.md").read_text()
+
+
+# --- differences, superiority, head to head, the Ordo-style summary ----------------------------
+Z95 = 1.959963984540054
+NATS = 400 / math.log(10)
+
+
+def test_covariance_gives_the_intervals(published):
+    for anchor in ("mean:1500", "Greedy/guerrilla:1000"):
+        ratings = fit_elo(published, Anchor.parse(anchor))
+        np.testing.assert_allclose(Z95 * np.sqrt(np.diag(ratings.covariance)), ratings.ci95, rtol=1e-12, atol=1e-12)
+
+
+def test_a_single_cell_difference_and_prediction_are_the_closed_form():
+    from gcpipe.elo.superiority import difference, head_to_head
+
+    table = CrossTable.from_cells([("a", "b", 30, 10)])
+    ratings = fit_elo(table)
+    won, played = 30.5, 41.0
+    d, se = difference(ratings, 0, 1)
+    assert d == pytest.approx(NATS * math.log(won / (played - won)), rel=1e-9)
+    assert se == pytest.approx(NATS / math.sqrt(played * (won / played) * (1 - won / played)), rel=1e-9)
+    [cell] = head_to_head(ratings, table)
+    assert cell == {"guerrilla": "a", "coin": "b", "games": 40, "guerrilla_wins": 30, "coin_wins": 10,
+                    "guerrilla_win_rate": 0.75, "expected_win_rate": round(won / played, 6),
+                    "elo_diff": round(d, 3), "ci95": round(Z95 * se, 3)}
+
+
+def test_differences_do_not_depend_on_the_anchor_and_los_is_complementary(published):
+    from gcpipe.elo.superiority import side_comparisons
+
+    by_mean = fit_elo(published)
+    named = fit_elo(published, Anchor.parse("MCTS 2K/coin:0"))
+    for side in ("guerrilla", "coin"):
+        players, diff, ci95, los = side_comparisons(by_mean, side)
+        _, diff_named, ci95_named, los_named = side_comparisons(named, side)
+        assert players == list(PUBLISHED_ELO)
+        np.testing.assert_allclose(diff_named, diff, atol=1e-6)
+        np.testing.assert_allclose(ci95_named, ci95, rtol=1e-6)
+        off_diagonal = ~np.eye(len(players), dtype=bool)
+        np.testing.assert_allclose((los + los.T)[off_diagonal], 1.0, rtol=1e-12)
+        # The interval of a difference is not the two entries' intervals combined as if independent.
+        assert not np.allclose(ci95[0, 1], np.hypot(*by_mean.ci95[[0, 1] if side == "guerrilla" else [5, 6]]))
+    g = {name: k for k, (name, side) in enumerate(by_mean.entities) if side == "coin"}
+    expected = 0.5 * math.erfc(-(by_mean.elo[g["MCTS 2K"]] - by_mean.elo[g["Puffer 40"]]) / math.sqrt(2) / math.sqrt(
+        by_mean.covariance[g["MCTS 2K"], g["MCTS 2K"]] + by_mean.covariance[g["Puffer 40"], g["Puffer 40"]]
+        - 2 * by_mean.covariance[g["MCTS 2K"], g["Puffer 40"]]))
+    assert side_comparisons(by_mean, "coin")[3][3, 2] == pytest.approx(expected, rel=1e-12)
+
+
+def test_ordo_summary_of_two_players_is_the_closed_form():
+    from gcpipe.elo import fit_players
+
+    # Two cells, two free parameters: the fit reproduces both (prior-smoothed) cells exactly, so
+    # A = mean of the two log-odds and r_a - r_b = half their difference.
+    table = CrossTable.from_cells([("a", "b", 30, 10), ("b", "a", 12, 28)])
+    players = fit_players(table)
+    first, second = math.log(30.5 / 10.5), math.log(12.5 / 28.5)
+    assert players.advantage == pytest.approx(NATS * (first + second) / 2, rel=1e-8)
+    assert players.elo[0] - players.elo[1] == pytest.approx(NATS * (first - second) / 2, rel=1e-8)
+    assert players.elo.mean() == pytest.approx(1500, abs=1e-9)
+    variances = [1 / (41 * p * (1 - p)) for p in (30.5 / 41, 12.5 / 41)]
+    assert players.advantage_ci95 == pytest.approx(Z95 * NATS * math.sqrt(sum(variances)) / 2, rel=1e-7)
+    assert players.ci95[0] == pytest.approx(Z95 * NATS * math.sqrt(sum(variances)) / 4, rel=1e-7)
+    named = fit_players(table, Anchor.parse("b/coin:1000"))
+    assert named.elo[1] - named.advantage / 2 == pytest.approx(1000, abs=1e-9)
+    assert named.ci95[0] > 0 and named.advantage == pytest.approx(players.advantage, rel=1e-9)
+
+
+def test_ordo_summary_needs_cells_that_separate_strength_from_side():
+    from gcpipe.elo import fit_players
+
+    with pytest.raises(UserError, match="cannot tell the players' strengths from the Guerrilla advantage"):
+        fit_players(CrossTable.from_cells([("a", "b", 30, 10), ("a", "c", 20, 20)]))
+
+
+def test_ordo_and_superiority_outputs(tmp_path):
+    from gcpipe.elo import ORDO_FILES
+
+    (tmp_path / "field.md").write_text(PUBLISHED)
+    for folder in ("one", "two"):
+        result = CliRunner().invoke(app, ["elo", "--crosstable", str(tmp_path / "field.md"),
+                                          "--out", str(tmp_path / folder), "--ordo"])
+        assert result.exit_code == 0, result.output
+    for name in OUTPUT_FILES + ORDO_FILES:
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
+    out = tmp_path / "one"
+    rows = list(csv.DictReader(open(out / "superiority.csv")))
+    assert len(rows) == 2 * 5 * 4
+    assert {(r["side"], r["player"], r["opponent"]) for r in rows if float(r["los"]) > 0.5} == {
+        (side, a, b) for side in ("guerrilla", "coin") for i, a in enumerate(PUBLISHED_ELO)
+        for j, b in enumerate(PUBLISHED_ELO) if i > j}
+    cells = json.loads((out / "headtohead.json").read_text())["cells"]
+    assert [(c["guerrilla"], c["coin"], c["guerrilla_wins"]) for c in cells] == [
+        (g, c, gw) for g, c, gw, _ in parse_crosstable_markdown(PUBLISHED).cells()]
+    ordo = json.loads((out / "ordo.json").read_text())
+    assert [e["player"] for e in ordo["ratings"]] == ["MCTS 10K", "MCTS 2K", "Puffer 40", "Greedy", "Random"]
+    assert ordo["degrees_of_freedom"] == 4 and ordo["deviance_vs_side_specific"] > 0
+    assert "Guerrilla advantage A = " in (out / "ordo.md").read_text()
+    for png in ("superiority.png", "ordo.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

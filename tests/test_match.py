@@ -1,5 +1,5 @@
 """Match runner: players, seeds (rules.md §8), network players (§9), ledger resume after kill -9,
-worker-count invariance and the match/compare/tournament commands."""
+worker-count invariance and the match/tournament commands (compare: test_compare.py)."""
 import os
 import signal
 import subprocess
@@ -13,16 +13,15 @@ import torch
 from typer.testing import CliRunner
 
 from gcpipe.cli import app
-from gcpipe.engine import Game
-from gcpipe.engine.bots import Bot
 from gcpipe.errors import UserError
 from gcpipe.match import PlayerBook, game_seed, match, parse_spec, run_match
 from gcpipe.match import runner as runner_module
 from gcpipe.match.ledger import read_ledger
 from gcpipe.match.players import player_from_config
+from gcpipe.match.replay import play_game, replay_record
 from gcpipe.nn.checkpoint import save
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.nn.player import NetworkBot, NetworkPlayer
+from gcpipe.nn.player import NetworkPlayer
 
 GCPIPE = str(Path(sys.executable).parent / "gcpipe")
 
@@ -126,20 +125,6 @@ def test_config_file_players(tmp_path):
 
 
 # -- network players ---------------------------------------------------------------------------
-def _replay(seed: int, guerrilla, coin) -> Game:
-    """One game played move by move with Game, NetworkBot and Bot: the reference for the batch runner."""
-    game = Game(seed)
-    for side in (guerrilla, coin):
-        if isinstance(side, NetworkBot):
-            side.new_game()
-    while not game.is_terminal():
-        mover, waiter = (guerrilla, coin) if game.current_player() == 0 else (coin, guerrilla)
-        if isinstance(waiter, NetworkBot):
-            waiter.observe(game)
-        game.apply_action(mover.choose(game))
-    return game
-
-
 @pytest.mark.parametrize("net_side, bot_spec, games", [("guerrilla", "greedy", 24), ("coin", "mcts:20", 6)])
 def test_net_vs_bot_games_replay_from_their_seeds(tmp_path, nets, net_side, bot_spec, games):
     net_spec = f"net:{nets['alpha']}"
@@ -147,12 +132,12 @@ def test_net_vs_bot_games_replay_from_their_seeds(tmp_path, nets, net_side, bot_
     result = match(*specs, games, out=tmp_path / "cell.jsonl", workers=1, progress=False)
     records = read_ledger(result.ledger)
     assert [r["game"] for r in records] == list(range(games))
-    net, bot = NetworkBot(NetworkPlayer(str(nets["alpha"]))), Bot(bot_spec)
+    # The reference: each game again, move by move with single-game players (gcpipe.match.replay).
+    guerrilla, coin = PlayerBook().field(list(specs))
     for record in records:
         assert record["seed"] == game_seed(0, 1, record["game"])
-        game = _replay(record["seed"], *((net, bot) if net_side == "guerrilla" else (bot, net)))
-        assert (["guerrilla", "coin"][game.winner], game.plies, game.end_reason) == \
-               (record["winner"], record["plies"], record["end"])
+        assert play_game(guerrilla, coin, record["seed"]).agrees_with(record)
+        assert replay_record(record).agrees_with(record)
     assert result.summary["games"] == games
 
 
@@ -299,18 +284,6 @@ def test_tournament_prints_the_published_random_greedy_cells(tmp_path):
                                              "greedy              98-2   33-67"]
     assert sorted(p.name for p in tmp_path.glob("*.jsonl")) == [
         "greedy__greedy.jsonl", "greedy__random.jsonl", "random__greedy.jsonl", "random__random.jsonl"]
-
-
-def test_compare_prints_reciprocal_results_and_self_cells(tmp_path):
-    result = CliRunner().invoke(app, ["compare", "greedy", "random", "--games", "40", "--quiet", "--out", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    as_guerrilla = read_ledger(tmp_path / "greedy__random.jsonl")
-    wins = sum(r["winner"] == "guerrilla" for r in as_guerrilla)
-    assert lines[0] == "greedy (candidate) vs random (baseline)"
-    assert lines[1].startswith(f"  candidate as Guerrilla: {wins}-{40 - wins} (")
-    assert lines[2].startswith("  candidate as COIN:      ")
-    assert [line.split(":")[0] for line in lines[3:]] == ["  self cell greedy__greedy", "  self cell random__random"]
 
 
 def test_cli_errors_are_one_line(tmp_path):

@@ -39,7 +39,8 @@ def test_defaults_are_filled_in():
                                       "exploration": 0.7, "rollout": "greedy"}
     assert config["matches"] == {"games": 1000, "max_games_with": {}, "shard_size": 1000,
                                  "field": ["r", "m"]}
-    assert config["elo"] == {"anchor": "mean:1500", "order": ["r", "m"]}
+    assert config["elo"] == {"anchor": "mean:1500", "ordo": False, "order": ["r", "m"]}
+    assert config["report"] == {"games": []}
     assert config["engine"] == {"native": False}
     assert config["runs"] == {}
 
@@ -59,7 +60,7 @@ def test_run_defaults_are_the_trainer_defaults():
 
 @pytest.mark.parametrize("change, message", [
     (lambda c: c.pop("players"), "missing key 'players'"),
-    (lambda c: c.update(player={}), "unknown key 'player' (allowed: engine, players, runs, matches, elo)"),
+    (lambda c: c.update(player={}), "unknown key 'player' (allowed: engine, players, runs, matches, elo, report)"),
     (lambda c: c.update(players={}), "players: must not be empty"),
     (lambda c: c["players"].update(x={"kind": "robot"}),
      "players.x.kind: 'robot' is not one of random, greedy, mcts, net, search"),
@@ -112,6 +113,10 @@ def test_run_defaults_are_the_trainer_defaults():
     (lambda c: c.update(runs={"r": {"init_run": "q"}}), "runs.r.init_run: 'q' is not a configured run (runs: r)"),
     (lambda c: c.update(runs={"r": {"init_run": "s"}, "s": {"init_run": "r"}}),
      "runs.r.init_run: the runs start from each other in a circle (r -> s -> r)"),
+    (lambda c: c.update(report={"games": ["random__nobody"]}),
+     "report.games[0]: 'random__nobody' is not a cell of the match plan (cells are GUERRILLA__COIN of field "
+     "players, e.g. random__random)"),
+    (lambda c: c.update(elo={"ordo": "yes"}), "elo.ordo: must be true or false, got 'yes'"),
 ])
 def test_bad_config_is_one_line_naming_the_key(change, message):
     config = small_config()
@@ -366,8 +371,9 @@ def test_snakemake_lint_is_clean(tmp_path):
 def test_dry_run_of_the_default_config(tmp_path):
     result = snakemake("-n", "elo_table", workdir=tmp_path)
     assert result.returncode == 0, result.stderr
+    # The main job makes everything the report shows: training curves and the game viewer too.
     assert job_counts(result.stdout) == {"build_engine": 1, "match": 25, "train": 2, "merge": 25, "elo": 1,
-                                         "provenance": 1, "elo_table": 1}
+                                         "provenance": 1, "report": 2, "games": 2, "elo_table": 1}
     # Jobs read the resolved config: every default filled in.
     resolved = yaml.safe_load((tmp_path / "results" / "config.yaml").read_text())
     assert resolved == load_config(CONFIGS / "config.yaml")
@@ -379,7 +385,7 @@ def test_dry_run_of_the_smoke_config_shards_large_cells(tmp_path):
     assert result.returncode == 0, result.stderr
     # 16 cells: the 9 without MCTS have 12 games (shards 0-8, 8-4), the 7 with MCTS have 6.
     assert job_counts(result.stdout) == {"build_engine": 1, "match": 25, "train": 2, "merge": 16, "report": 2,
-                                         "elo": 1, "provenance": 1, "all": 1}
+                                         "elo": 1, "games": 2, "provenance": 1, "all": 1}
     assert "results/matches/shards/random__baseline/8-4.json" in result.stdout
     # The smoke config replaced the default rather than being merged into it.
     assert "mcts2k" not in result.stdout
@@ -414,35 +420,48 @@ def test_bad_input_stops_the_dag_before_any_job(tmp_path, config_text, message):
 @pytest.mark.skipif(os.environ.get("GCPIPE_SKIP_SMOKE_DAG") == "1",
                     reason="GCPIPE_SKIP_SMOKE_DAG=1 skips the smoke DAG end to end")
 def test_smoke_dag_end_to_end(tmp_path):
-    result = snakemake("--cores", "2", "all", "--configfile", str(CONFIGS / "smoke.yaml"),
-                       workdir=tmp_path, timeout=1200)
+    smoke = str(CONFIGS / "smoke.yaml")
+    result = snakemake("--cores", "2", "elo_table", "--configfile", smoke, workdir=tmp_path, timeout=1200)
     assert result.returncode == 0, result.stderr[-4000:]
     results = tmp_path / "results"
     ratings = json.loads((results / "elo" / "ratings.json").read_text())
     field = ["random", "baseline", "mcts", "candidate"]
     assert sorted({(e["player"], e["side"]) for e in ratings["ratings"]}) == sorted(
         (p, s) for p in field for s in ("guerrilla", "coin"))
+    assert [e["player"] for e in json.loads((results / "elo" / "ordo.json").read_text())["ratings"]] != []
     for cell in match_plan(load_config(CONFIGS / "smoke.yaml")):
         lines = (results / "matches" / f"{cell.name}.jsonl").read_text().splitlines()
         assert [json.loads(line)["game"] for line in lines] == list(range(cell.games))
-    for png in ["elo/ratings.png", "elo/crosstable.png", "runs/baseline/training.png", "runs/candidate/training.png"]:
+    for png in ["elo/ratings.png", "elo/crosstable.png", "elo/superiority.png", "elo/ordo.png",
+                "runs/baseline/training.png", "runs/candidate/training.png"]:
         assert (results / png).read_bytes().startswith(b"\x89PNG")
+    for cell in ("candidate__baseline", "baseline__candidate"):
+        for view in ("guerrilla_win.svg", "coin_win.svg"):
+            assert (results / "games" / cell / view).read_text().startswith("<svg ")
     provenance = json.loads((results / "provenance.json").read_text())
     assert provenance["config"] == load_config(CONFIGS / "smoke.yaml")
     assert provenance["engine"]["cflags"]
 
-    # Nothing changed: nothing to do.
-    again = snakemake("-n", "all", "--configfile", str(CONFIGS / "smoke.yaml"), workdir=tmp_path)
+    # The HTML report works right after the main job (README order), with every part in it.
+    report = snakemake("--report", "results/report.html", "--configfile", smoke, workdir=tmp_path, timeout=300)
+    assert report.returncode == 0, report.stderr[-4000:]
+    html = (results / "report.html").read_text()
+    for name in ("training.png", "ratings.png", "superiority.png", "headtohead.csv", "ordo.csv",
+                 "guerrilla_win.svg", "coin_win.svg", "provenance.json"):
+        assert name in html, name
+
+    # Nothing changed: nothing to do (`all` is the main job's outputs).
+    again = snakemake("-n", "all", "--configfile", smoke, workdir=tmp_path)
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout
 
-    # Same config, seeds and checkpoints: the ledgers and tables come back byte for byte.
+    # Same config, seeds and checkpoints: the ledgers, tables and pictures come back byte for byte.
     def digests():
         return {str(p.relative_to(results)): hashlib.sha256(p.read_bytes()).hexdigest()
-                for folder in ("matches", "elo") for p in sorted((results / folder).glob("*.*"))}
+                for folder in ("matches", "elo", "games") for p in sorted((results / folder).rglob("*.*"))
+                if "shards" not in p.parts}
     before = digests()
-    shutil.rmtree(results / "matches")
-    shutil.rmtree(results / "elo")
-    rerun = snakemake("--cores", "2", "elo_table", "--configfile", str(CONFIGS / "smoke.yaml"),
-                      workdir=tmp_path, timeout=1200)
+    for folder in ("matches", "elo", "games"):
+        shutil.rmtree(results / folder)
+    rerun = snakemake("--cores", "2", "elo_table", "--configfile", smoke, workdir=tmp_path, timeout=1200)
     assert rerun.returncode == 0, rerun.stderr[-4000:]
     assert digests() == before

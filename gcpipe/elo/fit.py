@@ -27,10 +27,10 @@ from scipy.sparse.csgraph import connected_components
 from gcpipe.elo.crosstable import CrossTable
 from gcpipe.errors import UserError
 from gcpipe.match.ledger import SIDES
+from gcpipe.stats.normal import Z95
 SIDE_LABELS = {"guerrilla": "Guerrilla", "coin": "COIN"}
 PRIOR_GAMES = 0.5  # per side and played cell
 ELO_PER_NAT = 400 / math.log(10)  # Elo points per unit of natural log-odds
-_Z95 = 1.959963984540054
 CI_METHOD = ("95% Wald interval from the inverse Hessian of the log-likelihood "
              "(half-game priors included), relative to the anchor")
 
@@ -75,6 +75,9 @@ class EloRatings:
     wins: np.ndarray        # games won by the entity (no priors)
     anchor: Anchor
     log_likelihood: float   # at the optimum, priors included, natural log
+    # Covariance of `elo` (Elo^2) relative to the anchor, from the same inverse Hessian as ci95: the
+    # variance of a difference R_i - R_j is C_ii + C_jj - 2 C_ij, which no choice of anchor changes.
+    covariance: np.ndarray
 
     def rating(self, player: str, side: str) -> float:
         return float(self.elo[self.entities.index((player, side))])
@@ -162,9 +165,9 @@ def fit_elo(table: CrossTable, anchor: Anchor = Anchor()) -> EloRatings:
     games = _per_entity(g_idx, g_wins + c_wins, n) + _per_entity(c_idx, g_wins + c_wins, n)
     wins = _per_entity(g_idx, g_wins, n) + _per_entity(c_idx, c_wins, n)
     return EloRatings(entities=entities, elo=anchor.value + ELO_PER_NAT * theta,
-                      ci95=_Z95 * ELO_PER_NAT * np.sqrt(variance),
+                      ci95=Z95 * ELO_PER_NAT * np.sqrt(variance),
                       games=games.astype(int), wins=wins.astype(int), anchor=anchor,
-                      log_likelihood=-negative_ll)
+                      log_likelihood=-negative_ll, covariance=ELO_PER_NAT ** 2 * covariance)
 
 
 def _newton(objective, hessian, size, max_iterations=200):

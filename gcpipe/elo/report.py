@@ -1,24 +1,26 @@
-"""Elo outputs: ratings and cross table as CSV, JSON and Markdown, plus two PNG plots.
+"""Elo outputs: ratings and cross table as CSV, JSON and Markdown, plus two PNG plots; rating
+differences with the likelihood of superiority and the head-to-head listing (superiority.py); and,
+when asked, the one-rating-per-player summary (ordo.py).
 
 Everything is written atomically and is byte-identical for the same inputs: numbers are
 rounded before formatting, row order follows the cross table's player order, and the PNGs
 carry no software/version metadata.
 """
-import csv
-import io
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from gcpipe.elo.crosstable import CrossTable, crosstable_from_ledgers, read_crosstable
 from gcpipe.elo.fit import CI_METHOD, SIDE_LABELS, Anchor, EloRatings, fit_elo
+from gcpipe.elo.ordo import ORDO_FILES, PlayerRatings, fit_players, ordo_outputs
+from gcpipe.elo.superiority import HEAD_TO_HEAD_FILES, SUPERIORITY_FILES, superiority_outputs
 from gcpipe.errors import UserError
-from gcpipe.io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from gcpipe.io import atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text
+from gcpipe.plots import png_bytes
 
 OUTPUT_FILES = ("ratings.csv", "ratings.json", "ratings.md", "crosstable.csv", "crosstable.json",
-                "crosstable.md", "ratings.png", "crosstable.png")
+                "crosstable.md", "ratings.png", "crosstable.png") + SUPERIORITY_FILES + HEAD_TO_HEAD_FILES
 _DECIMALS = 3  # Elo values in CSV/JSON; far below the statistical resolution
 
 
@@ -63,33 +65,15 @@ def _ratings_markdown(ratings: EloRatings, table: CrossTable) -> str:
 
 
 def _ratings_csv(ratings: EloRatings) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["rank", "player", "side", "elo", "ci95", "games", "wins", "score"])
-    for entry in _entries(ratings):
-        writer.writerow([entry["rank"], entry["player"], entry["side"], f"{entry['elo']:.3f}",
-                         f"{entry['ci95']:.3f}", entry["games"], entry["wins"],
-                         f"{entry['score']:.6f}"])
-    return buffer.getvalue()
+    return csv_text([["rank", "player", "side", "elo", "ci95", "games", "wins", "score"]] + [
+        [entry["rank"], entry["player"], entry["side"], f"{entry['elo']:.3f}", f"{entry['ci95']:.3f}",
+         entry["games"], entry["wins"], f"{entry['score']:.6f}"] for entry in _entries(ratings)])
 
 
 def _crosstable_csv(table: CrossTable) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["guerrilla", "coin", "games", "guerrilla_wins", "coin_wins",
-                     "guerrilla_win_rate"])
-    for cell in table.to_json()["cells"]:
-        writer.writerow([cell["guerrilla"], cell["coin"], cell["games"], cell["guerrilla_wins"],
-                         cell["coin_wins"], f"{cell['guerrilla_win_rate']:.6f}"])
-    return buffer.getvalue()
-
-
-def _png_bytes(figure: Figure) -> bytes:
-    buffer = io.BytesIO()
-    FigureCanvasAgg(figure)
-    # No "Software" (matplotlib version) chunk, so the bytes depend on the data only.
-    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    return buffer.getvalue()
+    return csv_text([["guerrilla", "coin", "games", "guerrilla_wins", "coin_wins", "guerrilla_win_rate"]] + [
+        [cell["guerrilla"], cell["coin"], cell["games"], cell["guerrilla_wins"], cell["coin_wins"],
+         f"{cell['guerrilla_win_rate']:.6f}"] for cell in table.to_json()["cells"]])
 
 
 def _ratings_png(ratings: EloRatings, table: CrossTable) -> bytes:
@@ -108,7 +92,7 @@ def _ratings_png(ratings: EloRatings, table: CrossTable) -> bytes:
     axes.set_title(f"Side-specific Bradley–Terry Elo ({ratings.anchor.describe()})", fontsize=9)
     axes.grid(axis="x", alpha=0.3)
     axes.legend(loc="best", fontsize=8)
-    return _png_bytes(figure)
+    return png_bytes(figure)
 
 
 def _crosstable_png(table: CrossTable) -> bytes:
@@ -129,11 +113,13 @@ def _crosstable_png(table: CrossTable) -> bytes:
     axes.set_xlabel("COIN")
     axes.set_ylabel("Guerrilla")
     figure.colorbar(image, ax=axes, label="Guerrilla win rate")
-    return _png_bytes(figure)
+    return png_bytes(figure)
 
 
-def write_elo_outputs(ratings: EloRatings, table: CrossTable, out_dir) -> list[Path]:
-    """Write the eight output files (OUTPUT_FILES) into out_dir; returns their paths."""
+def write_elo_outputs(ratings: EloRatings, table: CrossTable, out_dir,
+                      players: PlayerRatings | None = None) -> list[Path]:
+    """Write OUTPUT_FILES into out_dir, and ORDO_FILES when `players` (the Ordo-style fit of the
+    same table) is given; returns their paths."""
     out_dir = Path(out_dir)
     ratings_json = {
         "model": "side-specific Bradley-Terry, P(G beats C) = 1/(1+10^((R_C-R_G)/400)), "
@@ -155,8 +141,10 @@ def write_elo_outputs(ratings: EloRatings, table: CrossTable, out_dir) -> list[P
         "crosstable.md": "# Cross table (Guerrilla wins - COIN wins)\n\n" + table.markdown(),
         "ratings.png": _ratings_png(ratings, table),
         "crosstable.png": _crosstable_png(table),
+        **superiority_outputs(ratings, table),
+        **(ordo_outputs(players, ratings) if players is not None else {}),
     }
-    for name in OUTPUT_FILES:
+    for name in contents:
         value = contents[name]
         if isinstance(value, bytes):
             atomic_write_bytes(out_dir / name, value)
@@ -164,16 +152,18 @@ def write_elo_outputs(ratings: EloRatings, table: CrossTable, out_dir) -> list[P
             atomic_write_text(out_dir / name, value)
         else:
             atomic_write_json(out_dir / name, value)
-    return [out_dir / name for name in OUTPUT_FILES]
+    return [out_dir / name for name in contents]
 
 
 def elo_table(ledgers=(), out_dir="results/elo", anchor="mean:1500", order=None,
-              crosstable=None) -> EloRatings:
-    """The `gcpipe elo` stage: fit ledgers (or a cross-table file) and write all outputs."""
+              crosstable=None, ordo: bool = False) -> EloRatings:
+    """The `gcpipe elo` stage: fit ledgers (or a cross-table file) and write all outputs, the
+    Ordo-style summary too when `ordo`."""
     if bool(ledgers) == bool(crosstable):
         raise UserError("give either ledgers or a cross table file, not both or neither")
     table = (read_crosstable(crosstable, order=order) if crosstable
              else crosstable_from_ledgers(ledgers, order=order))
-    ratings = fit_elo(table, Anchor.parse(anchor) if isinstance(anchor, str) else anchor)
-    write_elo_outputs(ratings, table, out_dir)
+    anchor = Anchor.parse(anchor) if isinstance(anchor, str) else anchor
+    ratings = fit_elo(table, anchor)
+    write_elo_outputs(ratings, table, out_dir, fit_players(table, anchor) if ordo else None)
     return ratings

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from gcpipe.errors import UserError
 from gcpipe.io import atomic_write_json, atomic_write_text
+from gcpipe.stats.normal import Z95
 
 RECORD_KEYS = ("cell", "guerrilla", "coin", "game", "seed", "winner", "plies", "end",
                "guerrilla_id", "coin_id")
@@ -37,8 +38,6 @@ END_REASONS = ("coins_cleared", "stones_exhausted", "stones_wiped", "stalemate",
 _WINNER_BY_END = {"coins_cleared": "guerrilla", "stones_exhausted": "coin",
                   "stones_wiped": "coin", "ply_cap": "coin", "stalemate": None}
 _UINT32_MAX = 2**32 - 1
-# Two-sided 95% normal quantile, for the Wilson score interval.
-_Z95 = 1.959963984540054
 
 
 def cell_name(guerrilla: str, coin: str) -> str:
@@ -225,7 +224,7 @@ class LedgerWriter:
         self.close()
 
 
-def wilson_interval(successes: int, trials: int, z: float = _Z95) -> tuple[float, float]:
+def wilson_interval(successes: int, trials: int, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion (95% by default)."""
     if trials <= 0:
         raise ValueError("the Wilson interval needs at least one trial")
@@ -302,15 +301,15 @@ def merge_shards(shard_paths, out_path, games: int | None = None) -> list[dict]:
     missing = [game for game in range(expected) if game not in merged]
     if missing or len(merged) != expected:
         extra = sorted(game for game in merged if game >= expected)
-        detail = (f"missing game(s) {_ranges(missing)}" if missing
-                  else f"unexpected game(s) {_ranges(extra)}")
+        detail = (f"missing game(s) {format_ranges(missing)}" if missing
+                  else f"unexpected game(s) {format_ranges(extra)}")
         raise UserError(f"shards do not cover games 0..{expected - 1}: {detail}")
     records = [merged[game] for game in range(expected)]
     atomic_write_text(out_path, "".join(encode_record(record) for record in records))
     return records
 
 
-def _ranges(numbers: list[int]) -> str:
+def format_ranges(numbers: list[int]) -> str:
     """Compact listing of sorted integers: [1, 2, 3, 7] -> "1-3, 7"."""
     parts = []
     start = previous = None

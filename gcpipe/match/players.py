@@ -146,6 +146,32 @@ def player_from_config(name: str, entry) -> Player:
     return make_net(name, path, entry.get("sha256"), entry.get("full_turn"), roster)
 
 
+def player_from_identity(name: str, identity) -> Player:
+    """The player a ledger record names (its `guerrilla_id` or `coin_id`), to replay its games: the
+    same bot settings, or the same checkpoint file (SHA-256 checked) and recurrence."""
+    kind = identity.get("kind") if isinstance(identity, dict) else None
+    try:
+        if kind == "net":
+            player = make_net(name, identity["path"], identity["sha256"], identity["full_turn"])
+        elif kind == "search":
+            from gcpipe.search.settings import make_settings
+
+            values = {key: value for key, value in identity.items() if key not in ("kind", "path", "sha256", "layout")}
+            values["value_coef"] = tuple(values["value_coef"])
+            player = make_search(name, identity["path"], make_settings(where=f"player {name}", **values),
+                                 identity["sha256"])
+        elif kind == "mcts":
+            player = make_bot(name, f"mcts:{identity['iterations']}:{identity['exploration']}:{identity['rollout']}")
+        else:
+            player = make_bot(name, str(kind))
+    except (KeyError, TypeError):
+        raise UserError(f"player {name}: the ledger's identity {identity} lacks a setting") from None
+    if player.identity != identity:
+        raise UserError(f"player {name}: the ledger's identity {identity} is not what gcpipe records for it "
+                        f"({player.identity})")
+    return player
+
+
 class PlayerBook:
     """The players a command can name: the config's `players:` (resolved lazily, so an unused
     broken entry does not stop a match) and short specs."""

@@ -22,7 +22,7 @@ from gcpipe.engine import GameBatch
 from gcpipe.engine.bots import TOURNAMENT_PLY_CAP as PLY_CAP, mcts_workspace
 from gcpipe.engine.game import END_REASONS
 from gcpipe.errors import UserError
-from gcpipe.match.ledger import LedgerWriter, cell_name, wilson_interval, write_summary
+from gcpipe.match.ledger import LedgerWriter, cell_name, write_summary
 from gcpipe.match.players import Player, PlayerBook
 
 MATCHES_DIR = Path("results") / "matches"
@@ -257,7 +257,7 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
     cell = cell_name(guerrilla.name, coin.name)
     played = 0
     with LedgerWriter(path) as writer:
-        _check_existing(writer, path, cell, guerrilla, coin)
+        check_ledger(writer.records, path, guerrilla, coin)
         done = writer.done_games
         missing = [g for g in range(first_game, first_game + games) if g not in done]
         if missing:
@@ -281,18 +281,19 @@ def _record(cell, guerrilla: Player, coin: Player, g: int, winner: int, plies: i
             "coin_id": coin.identity}
 
 
-def _check_existing(writer: LedgerWriter, path: Path, cell: str, guerrilla: Player, coin: Player) -> None:
+def check_ledger(records: list[dict], path: Path, guerrilla: Player, coin: Player) -> None:
     """A ledger can only be continued by the same players at the same roster positions."""
-    if not writer.records:
+    if not records:
         return
-    first = writer.records[0]
+    cell = cell_name(guerrilla.name, coin.name)
+    first = records[0]
     if first["cell"] != cell:
         raise UserError(f"{path} holds cell {first['cell']}, not {cell}; give another --out")
     for side, player in (("guerrilla", guerrilla), ("coin", coin)):
         if first[f"{side}_id"] != player.identity:
             raise UserError(f"{path} was played by another {side} player {player.name} "
                             f"({first[f'{side}_id']} there, {player.identity} now); give another --out")
-    for record in writer.records:
+    for record in records:
         expected = game_seed(guerrilla.roster, coin.roster, record["game"])
         if record["seed"] != expected:
             raise UserError(f"{path} game {record['game']} has seed {record['seed']}, but roster positions "
@@ -355,10 +356,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds // 60 % 60:02d}m"
 
 
-# -- commands: a cell, a compare field, a tournament ------------------------------------------
-COMPARE_DIR = Path("results") / "compare"
-
-
+# -- commands: a cell, a tournament -------------------------------------------------------
 def match(guerrilla_spec: str, coin_spec: str, games: int, config=None, first_game: int = 0, out=None,
           workers: int | None = None, roster_g: int | None = None, roster_c: int | None = None,
           progress: bool = True) -> MatchResult:
@@ -378,7 +376,7 @@ def match(guerrilla_spec: str, coin_spec: str, games: int, config=None, first_ga
 
 @dataclass(frozen=True)
 class FieldResult:
-    """Cells of a field (compare or tournament), keyed (guerrilla name, coin name)."""
+    """Cells of a field (a tournament), keyed (guerrilla name, coin name)."""
     players: list[Player]
     cells: dict
 
@@ -387,15 +385,6 @@ def tournament(specs, games: int, config=None, out_dir=MATCHES_DIR, workers: int
                progress: bool = True) -> FieldResult:
     """`gcpipe tournament`: every player as Guerrilla against every player as COIN."""
     players = PlayerBook.from_config_file(config).field(specs)
-    return _play_field(players, games, out_dir, workers, progress)
-
-
-def compare(candidate_spec: str, baseline_spec: str, games: int, config=None, out_dir=COMPARE_DIR,
-            workers: int | None = None, progress: bool = True) -> FieldResult:
-    """`gcpipe compare`: the 2x2 field {candidate, baseline} x sides."""
-    players = PlayerBook.from_config_file(config).field([candidate_spec, baseline_spec])
-    if len(players) != 2:
-        raise UserError(f"compare needs two different players, got {players[0].name} twice")
     return _play_field(players, games, out_dir, workers, progress)
 
 
@@ -428,26 +417,6 @@ def format_crosstable(result: FieldResult) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                                for i, (cell, w) in enumerate(zip(row, widths))) for row in rows)
-
-
-def format_compare(result: FieldResult) -> str:
-    """The candidate's reciprocal results against the baseline, then the two self cells."""
-    candidate, baseline = (p.name for p in result.players)
-    as_guerrilla = result.cells[(candidate, baseline)].summary
-    as_coin = result.cells[(baseline, candidate)].summary
-    lines = [f"{candidate} (candidate) vs {baseline} (baseline)",
-             f"  candidate as Guerrilla: {_won_lost(as_guerrilla['guerrilla_wins'], as_guerrilla['games'])}",
-             f"  candidate as COIN:      {_won_lost(as_coin['coin_wins'], as_coin['games'])}"]
-    for name in (candidate, baseline):
-        s = result.cells[(name, name)].summary
-        lines.append(f"  self cell {s['cell']}: {s['guerrilla_wins']}-{s['coin_wins']} "
-                     f"(Guerrilla {_percent(s['guerrilla_win_rate'])})")
-    return "\n".join(lines)
-
-
-def _won_lost(won: int, games: int) -> str:
-    low, high = wilson_interval(won, games)
-    return f"{won}-{games - won} ({_percent(won / games)}, 95% CI {_percent(low)}-{_percent(high)})"
 
 
 def _percent(rate: float) -> str:
