@@ -34,10 +34,9 @@ def main(argv: list[str]) -> int:
         for o, opponent in enumerate(opponents):
             a, b = args.roster + 2 * p, args.roster + 2 * len(args.players) + o
             cells = {}
-            for side, (g, c) in (("guerrilla", (f"{player}@{a}", f"{opponent}@{b}")),
-                                 ("coin", (f"{opponent}@{b}", f"{player}@{a}"))):
+            for side, (g, c, rg, rc) in (("guerrilla", (player, opponent, a, b)), ("coin", (opponent, player, b, a))):
                 result = match(g, c, args.games, config=args.config, workers=args.workers, progress=False,
-                               out=args.out / f"{side}_{p}_{o}.jsonl")
+                               out=args.out / f"{side}_{p}_{o}.jsonl", roster_g=rg, roster_c=rc)
                 cells[side] = result.summary
             guerrilla, coin = cells["guerrilla"], cells["coin"]
             line = [f"{guerrilla['guerrilla']} vs {coin['guerrilla']}:"]

@@ -91,6 +91,7 @@ class TrainConfig:
     expert_epochs: int = 2          # expert: passes over the replay games per iteration
     expert_minibatch_rows: int = 64 # expert: rows of packed whole games per minibatch
     expert_policy_coef: float = 1.0 # expert: weight of the policy loss (0: train the values alone)
+    expert_target_temperature: float = 1.0  # expert: policy target pi'^(1/T), renormalised (T < 1 sharpens)
     # Outputs.
     layout: str = "5c"              # checkpoint layout: 5c | 5c-bias | legacy (bias layouts train biases)
     checkpoint_interval: int = 20   # epochs between checkpoints, pool snapshots and resume states
@@ -166,7 +167,7 @@ _POSITIVE = ("total_timesteps", "num_envs", "horizon", "minibatch_size", "replay
              "max_grad_norm", "gamma", "vtrace_rho_clip", "vtrace_c_clip", "mcts_iterations",
              "max_episode_length", "pool_size", "frozen_banks", "checkpoint_interval", "eval_games",
              "search_simulations", "search_considered", "selfplay_games", "replay_games", "expert_epochs",
-             "expert_minibatch_rows", "expert_iterations")
+             "expert_minibatch_rows", "expert_iterations", "expert_target_temperature")
 _NON_NEGATIVE = ("clip_coef", "vf_clip_coef", "vf_coef", "ent_coef", "prio_alpha", "mcts_exploration",
                  "eval_interval", "seed", "max_epochs", "gae_lambda", "prio_beta0", "search_rollouts",
                  "expert_policy_coef")

@@ -10,7 +10,8 @@ In `bot_fraction` of the games the search plays one side (alternating) against t
 bot; the net still steps on the bot's plies.  No legal game exceeds GC_MAX_GAME_PLIES plies.
 
 Targets.  At every searched ply the search's improved policy pi' = softmax(logit + sigma(completed
-Q)) over the legal actions; at every ply the game's outcome z (+1 Guerrilla win, -1 COIN win) for
+Q)) over the legal actions (raised to 1 / expert_target_temperature and renormalised: a network
+that plays by sampling its policy, as match players do, needs sharp targets); at every ply the game's outcome z (+1 Guerrilla win, -1 COIN win) for
 the value row (the Guerrilla's value) and -z for the pass logit (the COIN's value: side_value's
 convention, model.md §6), so both rows become +-1 win/loss estimates a search uses as they are
 (value 'outcome' of gcpipe.search.settings).
@@ -146,6 +147,14 @@ def play_games(arrays: dict[str, np.ndarray], settings: SearchSettings, seeds: n
     return records
 
 
+def sharpen(targets: np.ndarray, temperature: float) -> np.ndarray:
+    """Policy targets [T, 256] raised to 1 / temperature and renormalised per ply (rows of zeros,
+    the bot's plies, stay zero)."""
+    powered = np.power(targets.astype(np.float64), 1.0 / temperature)
+    total = powered.sum(axis=1, keepdims=True)
+    return np.divide(powered, total, out=np.zeros_like(powered), where=total > 0).astype(np.float32)
+
+
 def _play_task(task) -> list[GameRecord]:
     return play_games(*task)
 
@@ -245,6 +254,9 @@ class ExpertIteration:
             # fork: workers run C code only (no torch), so the parent's thread pools do not matter.
             with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
                 new = [game for part in pool.map(_play_task, tasks) for game in part]
+        if c.expert_target_temperature != 1.0:
+            for game in new:
+                game.targets = sharpen(game.targets, c.expert_target_temperature)
         self.games = (self.games + new)[-c.replay_games:]
         plies = sum(g.plies for g in new)
         self.global_step += plies
