@@ -56,6 +56,7 @@ int gc_search_check_config(const gc_search_config *c) {
     for (int i = 0; i < 4; i++)
         if (!(c->value_coef[i] >= -3.0e38f && c->value_coef[i] <= 3.0e38f)) return -1;
     if (!(c->rollout_weight >= 0.0f && c->rollout_weight <= 1.0f)) return -1;
+    if (!finite_nonnegative(c->temperature) || (c->variant == GC_SEARCH_GUMBEL && c->temperature > 0.0f)) return -1;
     if (c->rollout_weight > 0.0f && c->rollouts < 1) return -1;
     return 0;
 }
@@ -333,7 +334,27 @@ static int descend(gc_search *s, int game, int simulation) {
 }
 
 /* The move of a finished search, its improved policy and statistics. */
-static int decide(const gc_search *s, const arena *a, float *policy, gc_search_stats *stats) {
+/* PUCT at a temperature: a root edge drawn with probability proportional to N^(1/T). */
+static int draw_visited(const arena *a, float temperature, uint32_t *rng) {
+    const search_node *root = &a->nodes[0];
+    const search_edge *edges = a->edges + root->first_edge;
+    float weight[GC_SEARCH_MAX_LEGAL], total = 0.0f;
+    int last = 0;
+    for (int i = 0; i < root->num_edges; i++) {
+        int visits = edge_visits(a, &edges[i]);
+        weight[i] = !visits ? 0.0f : temperature == 1.0f ? (float)visits : gc_expf(gc_logf((float)visits) / temperature);
+        total += weight[i];
+        if (visits) last = i;
+    }
+    float r = (float)gc_rand(rng) / 2147483648.0f * total, running = 0.0f;
+    for (int i = 0; i < root->num_edges; i++) {
+        running += weight[i];
+        if (weight[i] > 0.0f && running >= r) return i;
+    }
+    return last;
+}
+
+static int decide(const gc_search *s, arena *a, float *policy, gc_search_stats *stats) {
     const gc_search_config *c = &s->config;
     const search_node *root = &a->nodes[0];
     const search_edge *edges = a->edges + root->first_edge;
@@ -353,6 +374,7 @@ static int decide(const gc_search *s, const arena *a, float *policy, gc_search_s
         if (n > 1) best = best_considered(a, sigma, max_n);
     } else {
         for (int i = 0; i < n; i++) target[i] = sum_n ? (float)edge_visits(a, &edges[i]) / (float)sum_n : edges[i].prior;
+        if (c->temperature > 0.0f && n > 1) best = draw_visited(a, c->temperature, &a->rng);
     }
     if (policy) {
         memset(policy, 0, sizeof(float) * GC_NUM_ACTIONS);

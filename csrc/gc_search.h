@@ -31,8 +31,8 @@
  * of mctx for the others, rescaled to [0, 1] over the node's edges; sigma(q) =
  * (c_visit + max N) * c_scale * q.
  *
- * Randomness.  Only the Gumbel noise (one draw per legal root action, ascending) and the
- * rollouts draw, all from the searched game's own generator (rules.md §8), which advances by
+ * Randomness.  Only the Gumbel noise (one draw per legal root action, ascending), the rollouts
+ * and a PUCT move drawn at a temperature (one draw after the search) draw, all from the searched game's own generator (rules.md §8), which advances by
  * exactly those draws: a search is a pure function of the game state, the net state and the
  * settings, whatever other games share the batch. */
 #ifndef GC_SEARCH_H
@@ -53,6 +53,8 @@ typedef struct {
     float value_coef[4];         /* a, b, c, d of the net value (see above) */
     int rollouts;                /* greedy playouts per leaf */
     float rollout_weight;        /* lambda */
+    float temperature;           /* PUCT's move: 0 the most visited root edge, T > 0 an edge drawn with
+                                  * probability proportional to N^(1/T) (one draw); Gumbel: must be 0 */
 } gc_search_config;
 
 typedef struct gc_search gc_search;

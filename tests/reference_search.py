@@ -206,9 +206,9 @@ class ReferenceSearch:
                     self._expand(leaf, self._evaluate(leaf))
                 self._backup(edge[3], leaf.raw_value)
                 break
-        return (*self._decide(), rng)
+        return self._decide(rng)
 
-    def _decide(self):
+    def _decide(self, rng: int):
         root = self.nodes[0]
         visits = [self._n(e) for e in root.edges]
         best = visits.index(max(visits))
@@ -220,4 +220,19 @@ class ReferenceSearch:
         else:
             total = sum(visits)
             policy = [F(F(n) / F(total)) if total else e[2] for n, e in zip(visits, root.edges)]
-        return root.edges[best][0], policy
+            if self.s.temperature > 0 and len(root.edges) > 1:
+                t = F(self.s.temperature)
+                weights = [F(0) if not n else F(n) if t == F(1) else F(lib.gc_expf(float(F(F(lib.gc_logf(float(n))) / t))))
+                           for n in visits]
+                total_w = F(0)
+                for w in weights:
+                    total_w = F(total_w + w)
+                rng = park_miller(rng)
+                r, running = F(F(F(rng) / F(2147483648.0)) * total_w), F(0)
+                best = max(i for i, n in enumerate(visits) if n)
+                for i, w in enumerate(weights):
+                    running = F(running + w)
+                    if w > 0 and running >= r:
+                        best = i
+                        break
+        return root.edges[best][0], policy, rng

@@ -69,8 +69,9 @@ POSITIONS = {"start": lambda: Game(77), "midgame": lambda: _midgame(6, 9), "coin
 @pytest.mark.parametrize("value", [("linear", (0.5, -0.5, 0.0, 0.0)), ("logistic", (0.7, -0.3, 0.2, -0.1))])
 def test_c_search_equals_the_reference_node_for_node(variant, position, value):
     net = _net(seed=1, value_scale=8.0)
+    temperature = 0.7 if variant == "puct" and value[0] == "logistic" else 0.0   # a drawn PUCT move too
     settings = make_settings(simulations=40, variant=variant, considered=8, value="calibrated",
-                             value_squash=value[0], value_coef=value[1])
+                             value_squash=value[0], value_coef=value[1], temperature=temperature)
     game = POSITIONS[position]()
     state = np.random.default_rng(2).normal(size=(net.layers, net.hidden)).astype(np.float32) * 0.3
     result, searcher, batch, _ = _search(net, settings, [game], state[None].copy())
@@ -201,6 +202,8 @@ def test_whole_games_are_legal_and_the_player_state_is_a_network_players(tmp_pat
     (dict(rollout_weight=0.5), "needs rollouts >= 1"),
     (dict(value="rollout"), "value 'rollout' needs rollouts >= 1"),
     (dict(value="guess"), "value must be one of outcome, calibrated, rollout"),
+    (dict(temperature=1.0), "temperature applies to the puct variant"),
+    (dict(variant="puct", temperature=-1.0), "temperature must be a finite number"),
 ])
 def test_bad_settings_are_one_line_errors(settings, message):
     with pytest.raises(UserError, match=message):

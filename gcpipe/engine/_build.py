@@ -152,6 +152,7 @@ typedef struct {
     float value_coef[4];
     int rollouts;
     float rollout_weight;
+    float temperature;
 } gc_search_config;
 typedef struct gc_search gc_search;
 typedef struct {

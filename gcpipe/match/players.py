@@ -32,7 +32,8 @@ _CONFIG_KEYS = {
     "mcts": {"kind", "roster", "iterations", "exploration", "rollout"},
     "net": {"kind", "roster", "path", "run", "sha256", "full_turn"},
     "search": {"kind", "roster", "path", "run", "sha256", "simulations", "variant", "c_puct", "considered", "c_visit",
-               "c_scale", "value", "value_squash", "value_coef", "rollouts", "rollout_weight", "calibration"},
+               "c_scale", "value", "value_squash", "value_coef", "rollouts", "rollout_weight", "temperature",
+               "calibration"},
 }
 
 

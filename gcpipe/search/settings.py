@@ -37,6 +37,7 @@ class SearchSettings:
     value_coef: tuple[float, float, float, float] = OUTCOME_COEF
     rollouts: int = 0              # greedy playouts per leaf
     rollout_weight: float = 0.0    # lambda: leaf value = (1 - lambda) net value + lambda rollouts
+    temperature: float = 0.0       # PUCT's move: 0 the most visited, T > 0 drawn in proportion to N^(1/T)
     calibration: dict = field(default_factory=dict, compare=False)   # what a calibrated value came from
 
     def c_config(self):
@@ -45,14 +46,14 @@ class SearchSettings:
             "variant": VARIANTS[self.variant], "simulations": self.simulations, "c_puct": self.c_puct,
             "considered": self.considered, "c_visit": self.c_visit, "c_scale": self.c_scale,
             "value_squash": SQUASHES[self.value_squash], "value_coef": list(self.value_coef),
-            "rollouts": self.rollouts, "rollout_weight": self.rollout_weight})
+            "rollouts": self.rollouts, "rollout_weight": self.rollout_weight, "temperature": self.temperature})
 
     def identity(self) -> dict:
         """What the ledger records about the search (every setting that changes play)."""
         return {"simulations": self.simulations, "variant": self.variant, "c_puct": self.c_puct,
                 "considered": self.considered, "c_visit": self.c_visit, "c_scale": self.c_scale,
                 "value": self.value, "value_squash": self.value_squash, "value_coef": list(self.value_coef),
-                "rollouts": self.rollouts, "rollout_weight": self.rollout_weight}
+                "rollouts": self.rollouts, "rollout_weight": self.rollout_weight, "temperature": self.temperature}
 
 
 def make_settings(where: str = "search", **values) -> SearchSettings:
@@ -86,6 +87,9 @@ def _check(s: SearchSettings, where: str) -> None:
     for name in ("c_puct", "c_visit", "c_scale"):
         number(name)
     number("rollout_weight", 0.0, 1.0)
+    number("temperature")
+    if s.temperature > 0 and s.variant != "puct":
+        raise UserError(f"{where}: temperature applies to the puct variant (Gumbel's move is already drawn)")
     if s.variant not in VARIANTS:
         raise UserError(f"{where}: variant must be one of {', '.join(VARIANTS)}, got {s.variant!r}")
     if s.value not in VALUE_KINDS:

@@ -9,12 +9,17 @@ game steps on every ply (standard 5c: both sides are the same net seeing the sam
 In `bot_fraction` of the games the search plays one side (alternating) against the `opponent`
 bot; the net still steps on the bot's plies.  No legal game exceeds GC_MAX_GAME_PLIES plies.
 
-Targets.  At every searched ply the search's improved policy pi' = softmax(logit + sigma(completed
-Q)) over the legal actions (raised to 1 / expert_target_temperature and renormalised: a network
-that plays by sampling its policy, as match players do, needs sharp targets); at every ply the game's outcome z (+1 Guerrilla win, -1 COIN win) for
-the value row (the Guerrilla's value) and -z for the pass logit (the COIN's value: side_value's
-convention, model.md §6), so both rows become +-1 win/loss estimates a search uses as they are
-(value 'outcome' of gcpipe.search.settings).
+Moves.  A Gumbel search plays its Sequential Halving winner (a draw from pi' through the Gumbel
+noise); a PUCT search draws its move in proportion to the root visits (AlphaZero's temperature 1),
+so self-play games differ from seed to seed either way.
+
+Targets.  At every searched ply the search's improved policy over the legal actions — Gumbel:
+pi' = softmax(logit + sigma(completed Q)); PUCT: the root's visit fractions — raised to
+1 / expert_target_temperature and renormalised (a network that plays by sampling its policy, as
+match players do, needs sharp targets); at every ply the game's outcome z (+1 Guerrilla win, -1
+COIN win) for the value row (the Guerrilla's value) and -z for the pass logit (the COIN's value:
+side_value's convention, model.md §6), so both rows become +-1 win/loss estimates a search uses
+as they are (value 'outcome' of gcpipe.search.settings).
 
 Update.  The newest `replay_games` games are packed, whole, into rows of GC_MAX_GAME_PLIES steps
 (each game starting from a zero recurrent state), and `expert_epochs` passes of minibatches of
@@ -229,7 +234,8 @@ class ExpertIteration:
         self.optimizer = Muon(self.policy.parameters(), lr=c.learning_rate, momentum=c.muon_momentum)
         self.settings = make_settings(where="expert iteration", simulations=c.search_simulations,
                                       variant=c.search_variant, considered=c.search_considered, value="outcome",
-                                      rollouts=c.search_rollouts, rollout_weight=c.search_rollout_weight)
+                                      rollouts=c.search_rollouts, rollout_weight=c.search_rollout_weight,
+                                      temperature=1.0 if c.search_variant == "puct" else 0.0)
         self.workers = max(1, workers)
         self.epoch = 0
         self.global_step = 0
