@@ -131,7 +131,7 @@ AVX2 static void encode_avx2(const gc_net *net, const uint8_t *obs, float *x) {
         if (obs[i]) used[n++] = i;
     for (int j = 0; j < H; j += 64) {
         __m256 acc[8];
-        for (int v = 0; v < 8; v++) acc[v] = _mm256_loadu_ps(net->encoder_bias + j + 8 * v);
+        for (int v = 0; v < 8 && j + 8 * v < H; v++) acc[v] = _mm256_loadu_ps(net->encoder_bias + j + 8 * v);
         for (int u = 0; u < n; u++) {
             const float *w = net->encoder + (size_t)used[u] * H + j;
             __m256 value = _mm256_set1_ps((float)obs[used[u]]);

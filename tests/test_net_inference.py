@@ -125,3 +125,41 @@ def test_unsupported_shapes_and_paths_are_refused():
     with pytest.raises(UserError, match="unknown code path"):
         CompiledNet(MinGRUPolicy(), "sse9")
     assert lib.GC_NET_OUTPUTS == 257 and ffi.sizeof("gc_net") > 0
+
+
+
+_GUARDED_STEPS = """
+import ctypes, mmap, sys
+import numpy as np
+from gcpipe._engine import ffi
+from gcpipe.nn.inference import CompiledNet
+
+page = mmap.PAGESIZE
+area = mmap.mmap(-1, 2 * page, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+start = ctypes.addressof(ctypes.c_char.from_buffer(area))
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+assert libc.mprotect(start + page, page, 0) == 0          # PROT_NONE
+rng = np.random.default_rng(3)
+for hidden in (16, 48, 80):
+    arrays = {"encoder": rng.normal(size=(hidden, 120)), "encoder_bias": rng.normal(size=hidden),
+              "decoder": rng.normal(size=(257, hidden)), "decoder_bias": rng.normal(size=257),
+              "gru0": rng.normal(size=(3 * hidden, hidden))}
+    for simd in sys.argv[1:]:
+        net = CompiledNet.from_arrays({k: v.astype(np.float32) for k, v in arrays.items()}, simd)
+        guarded = np.frombuffer(area, np.float32, count=hidden, offset=page - 4 * hidden)
+        guarded[:] = net._arrays["encoder_bias"]
+        net.c_net.encoder_bias = ffi.from_buffer("float[]", guarded)
+        net.step(net.new_states(1), np.zeros(1, np.int32), np.ones((1, 120), np.uint8), np.zeros((1, 257), np.float32))
+        print(hidden, simd, flush=True)
+"""
+
+
+def test_the_step_reads_no_weight_past_its_end():
+    """Every accepted hidden size (a multiple of 16) on every code path, with the encoder bias right
+    before an unreadable page: a read past its H floats ends the process."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _GUARDED_STEPS, *PATHS], capture_output=True, text=True)
+    assert run.stdout.split() == [str(v) for h in (16, 48, 80) for p in PATHS for v in (h, p)], run.stderr[-2000:]
