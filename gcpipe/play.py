@@ -9,40 +9,22 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from gcpipe.engine import COIN, GUERRILLA, Game, IllegalActionError
-from gcpipe.engine.bots import Bot
 from gcpipe.errors import UserError
 
 SIDES = {"guerrilla": GUERRILLA, "coin": COIN}
 _HINT_COUNT = 12
 
 
-class _BotOpponent:
-    """A built-in bot with the opponent interface of NetworkBot (observe, choose)."""
-
-    def __init__(self, bot: Bot):
-        self._bot = bot
-
-    def observe(self, game: Game) -> None:
-        """Bots keep no state between plies."""
-
-    def choose(self, game: Game) -> int:
-        return self._bot.choose(game)
-
-
-def make_opponent(spec: str, config=None):
-    """An opponent from a player spec or a config player name (checked before the game starts)."""
+def make_opponent(spec: str, config=None, seed: int = 1):
+    """An opponent from a player spec or a config player name (checked before the game starts), on
+    one game from generator seed `seed`: the single-game player protocol of gcpipe.match.replay
+    (a full-turn net or a search player also steps on the person's plies, rules.md §9)."""
     from gcpipe.match.players import PlayerBook
+    from gcpipe.match.replay import single_game_player
 
     book = PlayerBook.from_config_file(config) if config else PlayerBook()
     player = book.resolve(spec)
-    if not player.is_net:
-        return _BotOpponent(Bot(player.bot)), player.name
-    from gcpipe.nn.player import NetworkBot, NetworkPlayer
-
-    # full-turn nets also step on the person's plies (rules.md §9), as the player says
-    opponent = NetworkBot(NetworkPlayer(player.path, full_turn=player.full_turn))
-    opponent.new_game()
-    return opponent, player.name
+    return single_game_player(player, seed), player.name
 
 
 def legal_move_hint(game: Game, everything: bool = False) -> str:
@@ -58,7 +40,7 @@ def play(side: str, opponent_spec: str, seed: int = 1, config=None,
     if side not in SIDES:
         raise UserError(f"side must be 'guerrilla' or 'coin', got '{side}'")
     human = SIDES[side]
-    opponent, name = make_opponent(opponent_spec, config)
+    opponent, name = make_opponent(opponent_spec, config, seed)
     game = Game(seed)
     write(f"You play {side} against {name}. Type 'moves' for the legal moves, 'quit' to stop.")
     write(str(game))
@@ -75,6 +57,7 @@ def play(side: str, opponent_spec: str, seed: int = 1, config=None,
             mover = name
         text = game.action_to_string(action)
         game.apply_action(action)
+        opponent.follow(action)
         write(f"{mover}: {text}")
         write(str(game))
     write("You win!" if game.winner == human else f"{name} wins.")

@@ -59,3 +59,34 @@ def test_bad_opponent_and_side_fail_before_the_game():
         play("both", "random", read_line=scripted([]), write=lambda _: None)
     result = CliRunner().invoke(app, ["play", "--opponent", "net:/nonexistent.bin"])
     assert result.exit_code == 2 and "nonexistent.bin" in result.output and "Traceback" not in result.output
+
+
+def test_a_search_opponent_searches(tmp_path):
+    """--opponent search:FILE:SIMS plays the search player's moves (the player protocol on this one
+    game: it steps on the person's positions too), not the bare network's samples."""
+    import numpy as np
+    import torch
+
+    from gcpipe.engine import GameBatch
+    from gcpipe.nn import checkpoint as ckpt
+    from gcpipe.nn.model import MinGRUPolicy
+    from gcpipe.search.player import SearchPlayer
+    from gcpipe.search.settings import make_settings
+
+    ckpt.save(MinGRUPolicy(generator=torch.Generator().manual_seed(4)), tmp_path / "net.bin", "5c")
+    read_line, write, lines = first_hinted_move_player()
+    play("coin", f"s=search:{tmp_path / 'net.bin'}:8", seed=3, read_line=read_line, write=write)
+    plies = [line.split(": ") for line in lines if line.startswith(("you: ", "s: "))]
+    assert len(plies) > 10
+    searcher = SearchPlayer(tmp_path / "net.bin", make_settings(simulations=8))
+    searcher.start(1)
+    batch, slot = GameBatch(1), np.zeros(1, np.int32)
+    batch.reset(0, 3)
+    searcher.new_games(slot)
+    for mover, move in plies:
+        game = batch.game(0)
+        if mover == "s":
+            assert game.action_to_string(int(searcher.choose(batch, slot)[0])) == move
+        else:
+            searcher.observe(batch, slot)
+        batch.apply(0, game.string_to_action(move))

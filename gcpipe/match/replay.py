@@ -39,7 +39,7 @@ class Replay:
 def play_game(guerrilla: Player, coin: Player, seed: int) -> Replay:
     """One game from the start position and generator seed `seed`; returns its actions and result."""
     game = Game(seed)
-    movers = [_single_game_player(p, seed) for p in (guerrilla, coin)]
+    movers = [single_game_player(p, seed) for p in (guerrilla, coin)]
     actions = []
     while not game.is_terminal() and game.plies < TOURNAMENT_PLY_CAP:
         side = game.current_player()
@@ -60,7 +60,9 @@ def replay_record(record: dict) -> Replay:
                      player_from_identity(record["coin"], record["coin_id"]), record["seed"])
 
 
-def _single_game_player(player: Player, seed: int):
+def single_game_player(player: Player, seed: int):
+    """`player` on one game that starts from generator seed `seed`: `choose(game)` on its plies,
+    `observe(game)` before each ply of the other side, `follow(action)` after every ply."""
     if player.kind == "search":
         return _SearchMover(player, seed)
     if player.is_net:
