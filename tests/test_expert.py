@@ -16,7 +16,8 @@ from gcpipe.match import match
 from gcpipe.search.searcher import Searcher
 from gcpipe.search.settings import make_settings
 from gcpipe.train.config import make_config
-from gcpipe.train.expert import MAX_PLIES, ExpertIteration, expert_loss, pack_rows, play_games, stack_rows
+from gcpipe.train.expert import (MAX_PLIES, ExpertIteration, expert_loss, game_seed, pack_rows, play_games,
+                                 stack_rows)
 from gcpipe.train.run import train
 from test_search import _midgame, _state_bytes
 
@@ -98,6 +99,19 @@ def test_games_do_not_depend_on_the_worker_count():
     assert [g.obs.tobytes() + g.targets.tobytes() for g in one.games] == \
         [g.obs.tobytes() + g.targets.tobytes() for g in two.games]
     assert sum(g.search_side != 0 for g in one.games) == 4
+
+
+def test_bot_games_use_the_configured_mcts():
+    """opponent mcts plays with the run's mcts_iterations, mcts_exploration and mcts_rollout."""
+    from gcpipe.nn.inference import net_arrays
+
+    config = make_config(dict(EXPERT, selfplay_games=2, replay_games=2, bot_fraction=1.0, opponent="mcts",
+                              mcts_iterations=3, mcts_exploration=0.2, mcts_rollout="random"))
+    trainer = ExpertIteration(config)
+    trainer.collect()
+    seeds = np.array([game_seed(config.seed, 0, j) for j in range(2)], np.uint32)
+    expected = play_games(net_arrays(trainer.policy), trainer.settings, seeds, np.array([1, 2]), "mcts:3:0.2:random")
+    assert [g.obs.tobytes() for g in trainer.games] == [g.obs.tobytes() for g in expected]
 
 
 def test_resumed_run_matches_an_uninterrupted_one(tmp_path):

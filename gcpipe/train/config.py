@@ -76,7 +76,7 @@ class TrainConfig:
     # the policy trained toward the search's improved policy, both value rows (the value row for
     # the Guerrilla, the pass logit for the COIN: side_value's convention) toward the game's
     # +-1 outcome.  An epoch is one iteration; the run lasts expert_iterations.  bot_fraction of the
-    # games are against `opponent`; the rollout, advantage and opponent-pool settings above
+    # games are against `opponent` (with the mcts_* settings); the rollout, advantage and opponent-pool settings above
     # (total_timesteps, num_envs, horizon, gamma, ..., historical_fraction) are PPO's alone.
     algorithm: str = "ppo"
     expert_iterations: int = 100

@@ -236,6 +236,10 @@ class ExpertIteration:
                                       variant=c.search_variant, considered=c.search_considered, value="outcome",
                                       rollouts=c.search_rollouts, rollout_weight=c.search_rollout_weight,
                                       temperature=1.0 if c.search_variant == "puct" else 0.0)
+        # bot_fraction's games are against `opponent`, with the run's MCTS settings as PPO's are.
+        self.opponent = (f"mcts:{c.mcts_iterations}:{c.mcts_exploration}:{c.mcts_rollout}" if c.opponent == "mcts"
+                         else c.opponent)
+        parse_bot(self.opponent)     # an unplayable bot fails here, before any game
         self.workers = max(1, workers)
         self.epoch = 0
         self.global_step = 0
@@ -252,7 +256,7 @@ class ExpertIteration:
         sides[n - bot_games:] = np.where(np.arange(bot_games) % 2 == 0, GUERRILLA, COIN)
         arrays = net_arrays(self.policy)
         bounds = np.linspace(0, n, self.workers + 1).astype(int)
-        tasks = [(arrays, self.settings, seeds[a:b], sides[a:b], c.opponent)
+        tasks = [(arrays, self.settings, seeds[a:b], sides[a:b], self.opponent)
                  for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
         if len(tasks) == 1:
             new = _play_task(tasks[0])
