@@ -16,7 +16,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from gcpipe.config import (RESULTS, check_pipeline, config_text, match_plan, net_checkpoint,
+from gcpipe.config import (NETWORK_KINDS, RESULTS, check_pipeline, config_text, match_plan, net_checkpoint,
                            roster_positions, shards, validate_config, write_if_changed)
 from gcpipe.elo import ORDO_FILES, OUTPUT_FILES
 from gcpipe.engine.build import CSRC
@@ -114,7 +114,7 @@ localrules:
 def checkpoint_of(name):
     """The checkpoint file a player needs (as a list: bots need none)."""
     player = PLAYERS[name]
-    return [str(net_checkpoint(player))] if player["kind"] == "net" else []
+    return [str(net_checkpoint(player))] if player["kind"] in NETWORK_KINDS else []
 
 
 def init_checkpoint_of(run):

@@ -23,6 +23,7 @@ from gcpipe.errors import UserError
 SCHEMA_PATH = Path(gcpipe.__file__).resolve().parents[1] / "config" / "schema.yaml"
 RESULTS = Path("results")
 SIDES = ("guerrilla", "coin")
+NETWORK_KINDS = ("net", "search")   # players that play a checkpoint file (`path`, or a run's final.bin)
 
 
 def load_schema() -> dict:
@@ -70,8 +71,9 @@ def _describe(error) -> str:
                 + (f" (allowed: {', '.join(allowed)})" if allowed else ""))
     elif error.validator == "required":
         what = f"missing key {error.message.split(' is a required')[0]}"
-    elif error.validator == "oneOf" and schema.get("properties", {}).get("kind") == {"const": "net"}:
-        what = "a net player needs exactly one of 'path' (a checkpoint file) or 'run' (a training run)"
+    elif error.validator == "oneOf" and schema.get("properties", {}).get("kind", {}).get("const") in NETWORK_KINDS:
+        what = (f"a {schema['properties']['kind']['const']} player needs exactly one of 'path' (a checkpoint "
+                f"file) or 'run' (a training run)")
     elif error.validator == "enum":
         what = f"{instance!r} is not one of {', '.join(map(str, error.validator_value))}"
     elif error.validator == "type":
@@ -126,7 +128,7 @@ def _check_cross_references(config: dict) -> None:
             chain.append(at)
             at = runs[at].get("init_run")
     for name, player in players.items():
-        if player["kind"] == "net" and "run" in player and player["run"] not in runs:
+        if player["kind"] in NETWORK_KINDS and "run" in player and player["run"] not in runs:
             raise UserError(f"players.{name}: run {player['run']!r} is not configured under runs "
                             f"(runs: {', '.join(runs) or 'none'})")
     matches, elo = config["matches"], config["elo"]
@@ -184,7 +186,7 @@ def roster_positions(config: dict) -> dict[str, int]:
 
 
 def net_checkpoint(player: dict) -> Path:
-    """The checkpoint file a `net` player plays: its `path`, or the final.bin of its run."""
+    """The checkpoint file a `net` or `search` player plays: its `path`, or the final.bin of its run."""
     if "run" in player:
         return RESULTS / "runs" / player["run"] / "final.bin"
     return Path(player["path"])
@@ -229,13 +231,13 @@ def check_pipeline(config: dict, results=RESULTS, source: str = "config") -> Non
             raise UserError(f"{source}: runs.{run}.max_epochs stops training before final.bin is "
                             f"written, which the pipeline's matches need; set it to 0")
     field = config["matches"]["field"]
-    if any(config["players"][name]["kind"] == "net" and "path" in config["players"][name]
+    if any(config["players"][name]["kind"] in NETWORK_KINDS and "path" in config["players"][name]
            for name in field):
         from gcpipe.match.players import player_from_config  # imports torch: only when needed
 
         for name in field:
             player = config["players"][name]
-            if player["kind"] == "net" and "path" in player:
+            if player["kind"] in NETWORK_KINDS and "path" in player:
                 try:
                     player_from_config(name, player)
                 except UserError as problem:

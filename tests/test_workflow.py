@@ -117,6 +117,10 @@ def test_run_defaults_are_the_trainer_defaults():
      "report.games[0]: 'random__nobody' is not a cell of the match plan (cells are GUERRILLA__COIN of field "
      "players, e.g. random__random)"),
     (lambda c: c.update(elo={"ordo": "yes"}), "elo.ordo: must be true or false, got 'yes'"),
+    (lambda c: c["players"].update(s={"kind": "search"}),
+     "players.s: a search player needs exactly one of 'path' (a checkpoint file) or 'run' (a training run)"),
+    (lambda c: c["players"].update(s={"kind": "search", "run": "q"}),
+     "players.s: run 'q' is not configured under runs (runs: none)"),
 ])
 def test_bad_config_is_one_line_naming_the_key(change, message):
     config = small_config()
@@ -257,6 +261,13 @@ def test_net_player_file_is_checked_before_the_pipeline(tmp_path):
         check_pipeline(config, tmp_path / "results")
 
 
+def test_search_player_file_is_checked_before_the_pipeline(tmp_path):
+    config = validate_config({"players": {"r": {"kind": "random"},
+                                          "s": {"kind": "search", "path": str(tmp_path / "missing.bin")}}})
+    with pytest.raises(UserError, match=r"^config: players\.s: checkpoint .*missing\.bin does not exist$"):
+        check_pipeline(config, tmp_path / "results")
+
+
 def test_net_player_outside_the_field_is_not_checked(tmp_path):
     config = validate_config({"players": {"r": {"kind": "random"},
                                           "p": {"kind": "net", "path": str(tmp_path / "missing.bin")}},
@@ -389,6 +400,19 @@ def test_dry_run_of_the_smoke_config_shards_large_cells(tmp_path):
     assert "results/matches/shards/random__baseline/8-4.json" in result.stdout
     # The smoke config replaced the default rather than being merged into it.
     assert "mcts2k" not in result.stdout
+
+
+@needs_snakemake
+def test_a_search_player_of_a_run_waits_for_its_training(tmp_path):
+    config = tmp_path / "search.yaml"
+    config.write_text("players:\n  greedy: {kind: greedy}\n  s: {kind: search, run: cand, simulations: 4}\n"
+                      "runs:\n  cand: {algorithm: expert, expert_iterations: 1}\nmatches: {games: 2}\n")
+    result = snakemake("-n", "elo_table", "--configfile", str(config), workdir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    inputs = {block.split("output: ")[1].split()[0]: block.split("input: ")[1].splitlines()[0]
+              for block in result.stdout.split("rule match:")[1:]}
+    assert inputs["results/matches/shards/s__greedy/0-2.json"] == "results/engine/build.json, results/runs/cand/final.bin"
+    assert inputs["results/matches/shards/greedy__s/0-2.json"] == "results/engine/build.json, results/runs/cand/final.bin"
 
 
 @needs_snakemake
