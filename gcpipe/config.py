@@ -114,8 +114,7 @@ def _check_cross_references(config: dict) -> None:
     from gcpipe.train.config import make_config
 
     players, runs = config["players"], config["runs"]
-    for run, settings in runs.items():
-        make_config(settings, where=f"runs.{run}")
+    configs = {run: make_config(settings, where=f"runs.{run}") for run, settings in runs.items()}
     for run in runs:
         chain, at = [run], runs[run].get("init_run")
         while at:
@@ -127,6 +126,10 @@ def _check_cross_references(config: dict) -> None:
                                 f"({' -> '.join(chain + [at])})")
             chain.append(at)
             at = runs[at].get("init_run")
+        init = runs[run].get("init_run")
+        if init and configs[init].bias != configs[run].bias:
+            raise UserError(f"runs.{run}.init_run: run {init!r} writes layout {configs[init].layout}, which does not "
+                            f"fit layout {configs[run].layout} (bias vectors)")
     for name, player in players.items():
         if player["kind"] in NETWORK_KINDS and "run" in player and player["run"] not in runs:
             raise UserError(f"players.{name}: run {player['run']!r} is not configured under runs "

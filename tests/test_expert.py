@@ -128,6 +128,33 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
         assert straight == resumed, name
 
 
+def test_a_run_starts_from_its_init_checkpoint_and_another_one_trains_again(tmp_path):
+    config = make_config(dict(EXPERT, expert_iterations=1))
+    for seed in (1, 2):
+        ckpt.save(MinGRUPolicy(generator=torch.Generator().manual_seed(seed)), tmp_path / f"init{seed}.bin", "5c")
+    first, second = (train("x", config, tmp_path / name, init=tmp_path / f"init{seed}.bin") / "final.bin"
+                     for name, seed in (("first", 1), ("second", 2)))
+    assert first.read_bytes() != second.read_bytes()
+    train("x", config, tmp_path / "first", init=tmp_path / "init2.bin")       # the same folder, another init
+    assert first.read_bytes() == second.read_bytes()
+
+
+@pytest.mark.parametrize("settings, init_layout, message", [
+    (dict(EXPERT, layout="5c-bias"), "5c", "has no bias vectors for layout 5c-bias to train; convert it"),
+    (dict(EXPERT), "5c-bias", "has bias vectors, which layout 5c would drop"),
+    (dict(), "legacy", "has bias vectors, which layout 5c would drop"),
+])
+def test_an_init_checkpoint_of_another_layout_is_one_line(tmp_path, settings, init_layout, message):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ckpt.CheckpointWarning)
+        ckpt.save(MinGRUPolicy(bias=True), tmp_path / "init.bin", init_layout)
+    with pytest.raises(UserError, match=f"init checkpoint .*init.bin \\(layout {init_layout}\\) {message}"):
+        train("x", make_config(settings), tmp_path / "run", init=tmp_path / "init.bin")
+    assert not (tmp_path / "run").exists()
+
+
 def _without_timings(data: bytes) -> list[dict]:
     rows = list(csv.DictReader(data.decode().splitlines()))
     return [{k: v for k, v in row.items() if k not in ("wall_time", "sps", "rollout_seconds", "update_seconds")}

@@ -113,6 +113,8 @@ def test_run_defaults_are_the_trainer_defaults():
     (lambda c: c.update(runs={"r": {"init_run": "q"}}), "runs.r.init_run: 'q' is not a configured run (runs: r)"),
     (lambda c: c.update(runs={"r": {"init_run": "s"}, "s": {"init_run": "r"}}),
      "runs.r.init_run: the runs start from each other in a circle (r -> s -> r)"),
+    (lambda c: c.update(runs={"r": {"init_run": "s"}, "s": {"layout": "5c-bias"}}),
+     "runs.r.init_run: run 's' writes layout 5c-bias, which does not fit layout 5c (bias vectors)"),
     (lambda c: c.update(report={"games": ["random__nobody"]}),
      "report.games[0]: 'random__nobody' is not a cell of the match plan (cells are GUERRILLA__COIN of field "
      "players, e.g. random__random)"),

@@ -113,6 +113,11 @@ class TrainConfig:
         return self.num_agents * self.horizon
 
     @property
+    def bias(self) -> bool:
+        """Whether the network has (and trains) encoder and decoder bias vectors."""
+        return self.layout != "5c"
+
+    @property
     def total_epochs(self) -> int:
         if self.algorithm == "expert":
             return self.expert_iterations

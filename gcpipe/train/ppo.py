@@ -78,7 +78,7 @@ def cosine_lr(config: TrainConfig, epoch: int) -> float:
 
 
 def make_policy(config: TrainConfig, generator: torch.Generator | None = None) -> MinGRUPolicy:
-    return MinGRUPolicy(bias=config.layout != "5c", generator=generator)
+    return MinGRUPolicy(bias=config.bias, generator=generator)
 
 
 class PPO:

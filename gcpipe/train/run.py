@@ -6,7 +6,8 @@ Resume: state.pt is written (atomically) at every checkpoint.  Training a run wh
 a state of the same settings reloads it, cuts metrics.csv back to the rows written before it and
 replays the epochs since, which — with the same config, seeds and thread count — gives the same
 bytes as a run that was never stopped; so rerunning a killed `gcpipe train` (or its Snakemake
-job) continues it.  Changed settings, or `restart=True`, start the run over.
+job) continues it.  Changed settings or another init checkpoint, or `restart=True`, start the run
+over.
 """
 from __future__ import annotations
 
@@ -72,6 +73,11 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
         torch.set_num_threads(threads)
     init_path = Path(init) if init is not None else init_checkpoint_path(config)
     init_checkpoint = checkpoint.load(init_path) if init_path is not None else None
+    if init_checkpoint is not None and init_checkpoint.model.bias != config.bias:
+        what = (f"has bias vectors, which layout {config.layout} would drop" if init_checkpoint.model.bias else
+                f"has no bias vectors for layout {config.layout} to train; convert it first (gcpipe ckpt convert "
+                f"IN OUT --layout {config.layout})")
+        raise UserError(f"init checkpoint {init_path} (layout {init_checkpoint.layout}) {what}")
     record = {"run": run, "config": config.to_dict(),
               "derived": {"num_agents": config.num_agents, "steps_per_epoch": config.steps_per_epoch,
                           "total_epochs": config.total_epochs,
@@ -188,7 +194,7 @@ def _read_json(path: Path):
 
 def _comparable(record: dict) -> dict:
     settings = {k: v for k, v in record.get("config", {}).items() if k not in _STOP_SETTINGS}
-    return {"run": record.get("run"), "config": settings}
+    return {"run": record.get("run"), "config": settings, "init": record.get("derived", {}).get("init_sha256")}
 
 
 def _stderr(line: str) -> None:
