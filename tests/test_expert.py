@@ -17,7 +17,7 @@ from gcpipe.search.searcher import Searcher
 from gcpipe.search.settings import make_settings
 from gcpipe.train.config import make_config
 from gcpipe.train.expert import (MAX_PLIES, ExpertIteration, expert_loss, game_seed, pack_rows, play_games,
-                                 stack_rows)
+                                 sharpen, stack_rows)
 from gcpipe.train.run import train
 from test_search import _midgame, _state_bytes
 
@@ -65,6 +65,18 @@ def test_improved_policy_matches_a_hand_computation():
     expected /= expected.sum()
     assert np.allclose(result.policy[0, legal], expected, atol=1e-6)
     assert result.policy[0].sum() == pytest.approx(1.0, abs=1e-6) and result.actions[0] in children
+
+
+def test_sharpened_targets_are_powers_renormalised_at_any_temperature():
+    targets = np.zeros((3, 256), np.float32)
+    targets[0, :20] = 0.0475
+    targets[0, 7] = 0.0975                          # a wide policy: every p^(1/T) underflows for small T
+    targets[1, [4, 9]] = [0.25, 0.75]               # row 2: a bot's ply, no target
+    half = sharpen(targets, 0.5)
+    assert half[1, [4, 9]] == pytest.approx([0.1, 0.9]) and half[1].sum() == pytest.approx(1.0)
+    cold = sharpen(targets, 0.002)
+    assert cold[0, 7] == 1.0 and cold[0].sum() == 1.0 and cold[1, 9] == 1.0
+    assert not cold[2].any()
 
 
 def test_packed_rows_hold_whole_games_from_zero_states():

@@ -154,8 +154,11 @@ def play_games(arrays: dict[str, np.ndarray], settings: SearchSettings, seeds: n
 
 def sharpen(targets: np.ndarray, temperature: float) -> np.ndarray:
     """Policy targets [T, 256] raised to 1 / temperature and renormalised per ply (rows of zeros,
-    the bot's plies, stay zero)."""
-    powered = np.power(targets.astype(np.float64), 1.0 / temperature)
+    the bot's plies, stay zero).  Each row is divided by its largest entry first, so no row
+    underflows to zero however small the temperature."""
+    targets = targets.astype(np.float64)
+    top = targets.max(axis=1, keepdims=True)
+    powered = np.power(np.divide(targets, top, out=np.zeros_like(targets), where=top > 0), 1.0 / temperature)
     total = powered.sum(axis=1, keepdims=True)
     return np.divide(powered, total, out=np.zeros_like(powered), where=total > 0).astype(np.float32)
 
