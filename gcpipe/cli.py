@@ -248,7 +248,13 @@ def values(checkpoints: list[str] = typer.Argument(..., metavar="[NAME=]CHECKPOI
     from gcpipe.report import reliability_png
     from gcpipe.search.values import value_accuracy
 
-    named = dict(_name_and_path(text) for text in checkpoints)
+    pairs = [_name_and_path(text) for text in checkpoints]
+    named = dict(pairs)
+    if len(named) < len(pairs):
+        twice = next(name for name, _ in pairs if [n for n, _ in pairs].count(name) > 1)
+        raise UserError(f"two checkpoints are named {twice!r}; name them apart (NAME=CHECKPOINT)")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; give a folder")
     calibrations = dict(_name_and_path(text) for text in calibration or ())
     unknown = sorted(set(calibrations) - set(named))
     if unknown:

@@ -118,10 +118,12 @@ def reliability_png(reports: dict[str, dict]) -> bytes:
                                            ("coin_to_move", "COIN to move"))):
         axes = figure.add_subplot(1, 2, index + 1)
         axes.plot([0, 1], [0, 1], ":", color="grey", linewidth=1)
-        for (label, report), color in zip(reports.items(), _COLORS):
+        for line, (label, report) in enumerate(reports.items()):
             bins = report[side]["reliability"]
-            axes.plot([b["mean_predicted"] for b in bins], [b["observed"] for b in bins], "o-", color=color,
-                      markersize=4, linewidth=1.2, label=f"{label} (Brier {report[side]['brier_net_value']:.3f})")
+            style = "o-" if line < len(_COLORS) else "s--"      # past the palette: the colours again, dashed
+            axes.plot([b["mean_predicted"] for b in bins], [b["observed"] for b in bins], style,
+                      color=_COLORS[line % len(_COLORS)], markersize=4, linewidth=1.2,
+                      label=f"{label} (Brier {report[side]['brier_net_value']:.3f})")
         axes.set_xlim(0, 1)
         axes.set_ylim(0, 1)
         axes.set_title(title, fontsize=10)

@@ -247,7 +247,7 @@ def parse_spec(spec: str) -> Player:
         from gcpipe.search.settings import make_settings
 
         path, _, simulations = rest.rpartition(":")
-        if not path or not simulations.isdigit():
+        if not path or not re.fullmatch(r"[0-9]+", simulations):
             raise UserError(f"player spec {spec!r}: write search:PATH:SIMULATIONS")
         settings = make_settings(where=f"player spec {spec!r}", simulations=int(simulations))
         return make_search(name or f"{_net_name(path)}-s{simulations}", path, settings, roster=roster)

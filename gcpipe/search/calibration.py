@@ -101,6 +101,8 @@ def calibrate(checkpoint_path, games: int = 3000, seed: int = 1) -> dict:
 
 
 def write_calibration(checkpoint_path, out, games: int = 3000, seed: int = 1) -> dict:
+    if Path(out).is_dir():
+        raise UserError(f"calibration file {out} is a folder; give a .json file")
     record = calibrate(checkpoint_path, games, seed)
     atomic_write_json(out, record)
     return record
@@ -116,9 +118,15 @@ def calibrated_settings(settings: SearchSettings, calibration_path, checkpoint_s
                         f"gcpipe calibrate)") from None
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise UserError(f"{where}: {calibration_path} is not a calibration file ({error})") from None
+    if not isinstance(sha, str) or not isinstance(coef, list):
+        raise UserError(f"{where}: {calibration_path} is not a calibration file (checkpoint_sha256 must be a string "
+                        f"and value_coef a list)")
     if sha != checkpoint_sha256:
         raise UserError(f"{where}: {calibration_path} calibrates checkpoint {sha[:12]}..., not this one "
                         f"({checkpoint_sha256[:12]}...)")
     values = {k: v for k, v in settings.identity().items() if k not in ("value", "value_squash", "value_coef")}
-    return make_settings(where=where, value="calibrated", value_squash=squash, value_coef=tuple(coef),
-                         **values)
+    try:   # the player's own settings were checked already: a problem here is the file's
+        return make_settings(where="its record", value="calibrated", value_squash=squash, value_coef=tuple(coef),
+                             **values)
+    except UserError as problem:
+        raise UserError(f"{where}: {calibration_path} is not a calibration file ({problem})") from None
