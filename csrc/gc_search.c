@@ -29,6 +29,7 @@ typedef struct {
     uint32_t rng;           /* the game's generator while the search draws from it */
     int considered;         /* Gumbel: min(considered, legal root actions) */
     int done;               /* the decision needs no (more) simulations */
+    int evaluations;        /* leaves sent to the net */
     float gumbel[GC_SEARCH_MAX_LEGAL];
 } arena;
 
@@ -385,6 +386,7 @@ static int decide(const gc_search *s, arena *a, float *policy, gc_search_stats *
         stats->search_value = (float)(root->value_sum / root->visits);
         stats->visits_of_move = edge_visits(a, &edges[best]);
         stats->legal = n;
+        stats->evaluations = a->evaluations;
     }
     return edges[best].action;
 }
@@ -408,6 +410,7 @@ int gc_search_run(gc_search *s, const gc_net *net, gc_state *games, const int32_
         root->value_sum = 0.0;
         a->used_nodes = 1;
         a->used_edges = 0;
+        a->evaluations = 0;
         a->rng = root->game.rng;
         memcpy(node_state(s, k, 0), net_states + (size_t)slots[k] * s->state_size, sizeof(float) * s->state_size);
         s->eval_slots[k] = k * s->max_nodes;
@@ -438,6 +441,7 @@ int gc_search_run(gc_search *s, const gc_net *net, gc_state *games, const int32_
             if (leaf < 0) continue;
             s->eval_slots[m] = k * s->max_nodes + leaf;
             s->eval_game[m] = k;
+            s->arenas[k].evaluations++;
             gc_observation(&s->arenas[k].nodes[leaf].game, s->eval_obs + (size_t)m * GC_OBS_SIZE);
             m++;
         }

@@ -65,6 +65,8 @@ typedef struct {
     float search_value;          /* the root's W / N after the search (Guerrilla's) */
     int32_t visits_of_move;      /* visits of the root edge played */
     int32_t legal;               /* legal actions at the root */
+    int32_t evaluations;         /* leaves the net evaluated (simulations that ended in a terminal
+                                    position, or a root with one legal move, evaluate none) */
 } gc_search_stats;
 
 /* A workspace for searches of up to `max_games` games at once with a net of `layers` x `hidden`.

@@ -83,6 +83,7 @@ def test_c_search_equals_the_reference_node_for_node(variant, position, value):
     assert np.array_equal(result.policy[0, legal], np.array(policy, np.float32))
     tree = searcher.tree(0)
     assert len(tree) == len(reference.nodes) > 1
+    assert result.evaluations[0] == sum(not node.game.is_terminal() for node in reference.nodes[1:])
     for node, ref in zip(tree, reference.nodes):
         assert (node.parent, node.action, node.visits) == (ref.parent, ref.action, ref.visits)
         assert node.value_sum == ref.value_sum and node.raw_value == ref.raw_value

@@ -160,6 +160,7 @@ typedef struct {
     float search_value;
     int32_t visits_of_move;
     int32_t legal;
+    int32_t evaluations;
 } gc_search_stats;
 gc_search *gc_search_new(const gc_search_config *config, int max_games, int layers, int hidden);
 void gc_search_free(gc_search *search);

@@ -1,6 +1,7 @@
 """`gcpipe bench search`: search speed in self-play — every ply, one search per running game (all
 games of a worker searched together), the move applied, finished games restarted.  Reported per
-worker count: simulations/s (leaf evaluations, the root's not counted) and decisions/s."""
+worker count: simulations/s (leaves the net evaluated: the root's, simulations ending in a terminal
+position and decisions with one legal move are not counted) and decisions/s."""
 from __future__ import annotations
 
 import multiprocessing
@@ -35,25 +36,27 @@ def bench_search(settings: SearchSettings, games: int = 256, plies: int = 20, wo
             with multiprocessing.get_context("fork").Pool(count) as pool:
                 results = pool.starmap(_selfplay, tasks)
         seconds = time.perf_counter() - started
-        decisions = sum(results)
+        decisions, evaluations = (sum(part) for part in zip(*results))
         report.append({"workers": count, "games_per_worker": games, "simulations": settings.simulations,
                        "variant": settings.variant, "decisions_per_s": decisions / seconds,
-                       "simulations_per_s": decisions * settings.simulations / seconds, "seconds": seconds})
+                       "simulations_per_s": evaluations / seconds, "seconds": seconds})
     return report
 
 
-def _selfplay(source: Checkpoint, settings: SearchSettings, games: int, plies: int, seed: int) -> int:
-    """Plays `plies` plies of `games` self-play games; returns the decisions searched."""
+def _selfplay(source: Checkpoint, settings: SearchSettings, games: int, plies: int, seed: int) -> tuple[int, int]:
+    """Plays `plies` plies of `games` self-play games; returns the decisions searched and the leaves
+    the net evaluated."""
     player = SearchPlayer(source, settings)
     player.start(games)
     batch = GameBatch(games)
     for i in range(games):
         batch.reset(i, seed + i)
     slots = np.arange(games, dtype=np.int32)
-    next_seed, decisions = seed + games, 0
+    next_seed, decisions, evaluations = seed + games, 0, 0
     for _ in range(plies):
         actions = player.choose(batch, slots)     # one net plays both sides: its state steps every ply
         decisions += games
+        evaluations += int(player.last.evaluations.sum())
         for slot, action in zip(slots, actions):
             batch.apply(int(slot), int(action))
         done = np.flatnonzero(batch.states["winner"])
@@ -61,4 +64,4 @@ def _selfplay(source: Checkpoint, settings: SearchSettings, games: int, plies: i
             batch.reset(int(i), next_seed)
             next_seed += 1
         player.new_games(done)
-    return decisions
+    return decisions, evaluations

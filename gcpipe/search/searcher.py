@@ -30,6 +30,7 @@ class SearchResult:
     search_value: np.ndarray        # float32 [k]: the root's value after the search (Guerrilla's)
     visits_of_move: np.ndarray      # int32 [k]
     legal: np.ndarray               # int32 [k]
+    evaluations: np.ndarray         # int32 [k]: leaves the net evaluated (terminal leaves need none)
 
 
 class Searcher:
@@ -68,7 +69,8 @@ class Searcher:
         records = np.frombuffer(ffi.buffer(stats, ffi.sizeof("gc_search_stats") * max(n, 1)), dtype=_STATS)[:n]
         return SearchResult(actions=actions, policy=policy, root_value=records["root_value"].copy(),
                             search_value=records["search_value"].copy(),
-                            visits_of_move=records["visits_of_move"].copy(), legal=records["legal"].copy())
+                            visits_of_move=records["visits_of_move"].copy(), legal=records["legal"].copy(),
+                            evaluations=records["evaluations"].copy())
 
 
     def tree(self, k: int) -> list[TreeNode]:
@@ -96,5 +98,5 @@ class TreeNode:
 
 
 _STATS = np.dtype([("root_value", np.float32), ("search_value", np.float32), ("visits_of_move", np.int32),
-                   ("legal", np.int32)])
+                   ("legal", np.int32), ("evaluations", np.int32)])
 assert _STATS.itemsize == ffi.sizeof("gc_search_stats")
