@@ -167,7 +167,8 @@ def test_a_game_searches_the_same_whatever_shares_its_batch(variant):
     assert np.array_equal(again.actions, together.actions) and np.array_equal(again.policy, together.policy)
 
 
-def test_whole_games_are_legal_and_the_player_state_is_a_network_players(tmp_path):
+@pytest.mark.parametrize("search_side", [1, 2])
+def test_whole_games_are_legal_and_the_player_state_is_a_network_players(tmp_path, search_side):
     model = MinGRUPolicy(generator=torch.Generator().manual_seed(8))
     ckpt.save(model, tmp_path / "net.bin", "5c")
     searcher = SearchPlayer(tmp_path / "net.bin", make_settings(simulations=8))
@@ -182,7 +183,7 @@ def test_whole_games_are_legal_and_the_player_state_is_a_network_players(tmp_pat
         shadow.reset(slot)
         while not batch.states["winner"][0]:
             obs = batch.observe(slot)[0].copy()
-            if batch.states["to_move"][0] == 1:          # the search player is the Guerrilla
+            if batch.states["to_move"][0] == search_side:
                 action = searcher.choose(batch, slot)[0]
                 shadow.forward(slot, obs)
             else:
