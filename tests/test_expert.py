@@ -199,6 +199,8 @@ def test_the_search_learns_in_a_ci_sized_run(tmp_path):
     (dict(search_rollout_weight=0.5), "needs 'search_rollouts' >= 1"),
     (dict(search_simulations=0), "'search_simulations' must be positive"),
     (dict(search_variant="mcts"), "'search_variant' must be one of"),
+    (dict(search_considered=169), "'search_considered' must be from 1 to 168, got 169"),
+    (dict(search_simulations=10**7), "'search_simulations' must be from 1 to 1000000"),
 ])
 def test_settings_that_cannot_work_are_refused(settings, message):
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):

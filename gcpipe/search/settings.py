@@ -22,6 +22,9 @@ SQUASHES = {"linear": lib.GC_VALUE_LINEAR, "logistic": lib.GC_VALUE_LOGISTIC}
 VALUE_KINDS = ("outcome", "calibrated", "rollout")
 OUTCOME_COEF = (0.5, -0.5, 0.0, 0.0)
 MAX_SIMULATIONS = 1_000_000
+# The integer settings' ranges (also checked for expert iteration's search_* training settings).
+INTEGER_RANGES = {"simulations": (1, MAX_SIMULATIONS), "considered": (1, lib.GC_SEARCH_MAX_LEGAL),
+                  "rollouts": (0, 10_000)}
 
 
 @dataclass(frozen=True)
@@ -81,9 +84,8 @@ def _check(s: SearchSettings, where: str) -> None:
                 or not low <= value <= high:
             raise UserError(f"{where}: {name} must be a finite number from {low:g} to {high:g}, got {value!r}")
 
-    integer("simulations", 1, MAX_SIMULATIONS)
-    integer("considered", 1, lib.GC_SEARCH_MAX_LEGAL)
-    integer("rollouts", 0, 10_000)
+    for name, (low, high) in INTEGER_RANGES.items():
+        integer(name, low, high)
     for name in ("c_puct", "c_visit", "c_scale"):
         number(name)
     number("rollout_weight", 0.0, 1.0)

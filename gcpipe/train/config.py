@@ -209,6 +209,12 @@ def make_config(settings: dict, where: str = "run config") -> TrainConfig:
     if config.seed >= 2**32:
         raise UserError(f"{where}: 'seed' must be below 2^32, got {config.seed}")
     if config.algorithm == "expert":
+        from gcpipe.search.settings import INTEGER_RANGES
+
+        for name, (low, high) in INTEGER_RANGES.items():
+            if not low <= getattr(config, f"search_{name}") <= high:
+                raise UserError(f"{where}: 'search_{name}' must be from {low} to {high}, got "
+                                f"{getattr(config, f'search_{name}')}")
         if not config.selfplay:
             raise UserError(f"{where}: algorithm 'expert' plays self-play games; set selfplay true")
         if config.layout == "legacy":
