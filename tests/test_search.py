@@ -270,3 +270,12 @@ def test_match_games_are_the_documented_protocol(tmp_path, search_side):
             batch.apply(0, action)
         winner = "guerrilla" if batch.states["winner"][0] == 1 else "coin"
         assert (winner, int(batch.states["plies"][0])) == (record["winner"], record["plies"]), record["game"]
+
+
+def test_a_search_player_plays_in_network_sized_tasks():
+    """Tasks are the unit a killed match keeps: search games, slower than a net's, get no larger ones."""
+    from gcpipe.match.players import Player, make_bot
+    from gcpipe.match.runner import NET_CHUNK, _chunk_size
+
+    search, greedy = Player(name="s", kind="search"), make_bot("greedy", "greedy")
+    assert _chunk_size(search, greedy, 10_000, 2) == _chunk_size(greedy, search, 10_000, 2) == NET_CHUNK

@@ -191,7 +191,7 @@ def _chunk_size(guerrilla: Player, coin: Player, n_games: int, workers: int) -> 
     kinds = {guerrilla.kind, coin.kind}
     if "mcts" in kinds:
         return 1
-    limit = NET_CHUNK if "net" in kinds else BOT_CHUNK
+    limit = NET_CHUNK if guerrilla.is_net or coin.is_net else BOT_CHUNK
     return max(1, min(limit, math.ceil(n_games / max(1, workers))))
 
 
