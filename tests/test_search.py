@@ -206,10 +206,18 @@ def test_whole_games_are_legal_and_the_player_state_is_a_network_players(tmp_pat
     (dict(value="guess"), "value must be one of outcome, calibrated, rollout"),
     (dict(temperature=1.0), "temperature applies to the puct variant"),
     (dict(variant="puct", temperature=-1.0), "temperature must be a finite number"),
+    (dict(value_coef=(1.0, -1.0, 0.0, 0.0)), "value 'outcome' sets value_coef to \\(0.5, -0.5, 0.0, 0.0\\) itself"),
+    (dict(value_squash="logistic"), "value 'outcome' sets value_squash to 'linear' itself, got 'logistic'"),
+    (dict(value="rollout", rollouts=2, rollout_weight=0.5), "value 'rollout' sets rollout_weight to 1.0 itself"),
 ])
 def test_bad_settings_are_one_line_errors(settings, message):
     with pytest.raises(UserError, match=message):
         make_settings(where="players.s", **settings)
+
+
+def test_a_named_value_kind_takes_its_own_settings_restated():
+    assert make_settings(value_coef=[0.5, -0.5, 0, 0], value_squash="linear") == make_settings()
+    assert make_settings(value="rollout", rollouts=3, rollout_weight=1).rollout_weight == 1.0
 
 
 def test_a_file_without_a_value_head_needs_rollouts(tmp_path):

@@ -63,13 +63,21 @@ def make_settings(where: str = "search", **values) -> SearchSettings:
     """SearchSettings from keyword values (None = default), every problem a UserError naming `where`."""
     settings = SearchSettings(**{k: v for k, v in values.items() if v is not None})
     _check(settings, where)
-    if settings.value == "outcome":
-        settings = replace(settings, value_squash="linear", value_coef=OUTCOME_COEF)
-    elif settings.value == "rollout":
-        if settings.rollouts < 1:
-            raise UserError(f"{where}: value 'rollout' needs rollouts >= 1")
-        settings = replace(settings, rollout_weight=1.0, value_coef=(0.0, 0.0, 0.0, 0.0), value_squash="linear")
-    return settings
+    if settings.value == "rollout" and settings.rollouts < 1:
+        raise UserError(f"{where}: value 'rollout' needs rollouts >= 1")
+    fixed = _FIXED_BY_VALUE.get(settings.value, {})
+    for key, setting in fixed.items():       # a named value kind sets these itself: a different one is a mistake
+        given = values.get(key)
+        if given is not None and (tuple(given) if key == "value_coef" else given) != setting:
+            raise UserError(f"{where}: value '{settings.value}' sets {key} to {setting!r} itself, got {given!r}"
+                            + (" (give value 'calibrated' to choose the value mapping)" if key != "rollout_weight"
+                               else ""))
+    return replace(settings, **fixed)
+
+
+# What the named value kinds of the module doc set.
+_FIXED_BY_VALUE = {"outcome": {"value_squash": "linear", "value_coef": OUTCOME_COEF},
+                   "rollout": {"rollout_weight": 1.0, "value_squash": "linear", "value_coef": (0.0, 0.0, 0.0, 0.0)}}
 
 
 def _check(s: SearchSettings, where: str) -> None:
