@@ -221,6 +221,17 @@ def test_selfplay_slots_passes_rewards_and_pool_swaps_at_boundaries():
     assert 0 < wins < games
 
 
+def test_a_run_from_an_init_checkpoint_plays_it_as_its_first_frozen_opponent(tmp_path):
+    from gcpipe.nn import checkpoint as ckpt
+
+    ckpt.save(MinGRUPolicy(generator=torch.Generator().manual_seed(77)), tmp_path / "init.bin", "5c")
+    init = ckpt.load(tmp_path / "init.bin").model
+    ppo = PPO(_tiny(), init=init)
+    for name, tensor in init.state_dict().items():
+        assert torch.equal(ppo.policy.state_dict()[name], tensor)
+        assert torch.equal(ppo.pool._weights[0][name], tensor), name
+
+
 def test_selfplay_bot_share_plays_the_bot_in_slot_1():
     ppo = PPO(_tiny(bot_fraction=0.3))      # 10 envs: 5 current, 3 against the bot, 2 historical
     assert ppo.env.opponent_tags.tolist() == [0] * 5 + [-1] * 3 + [1, 2]

@@ -84,10 +84,12 @@ def make_policy(config: TrainConfig, generator: torch.Generator | None = None) -
 class PPO:
     """The policy, its optimiser, the environments, the opponent pool and the epoch buffers."""
 
-    def __init__(self, config: TrainConfig):
+    def __init__(self, config: TrainConfig, init: MinGRUPolicy | None = None):
         self.config = c = config
         self.generator = torch.Generator().manual_seed(c.seed)     # init, sampling, minibatches
         self.policy = make_policy(c, self.generator)
+        if init is not None:       # before the opponent pool's first snapshot, which is this policy
+            self.policy.load_state_dict(init.state_dict())
         self.optimizer = Muon(self.policy.parameters(), lr=c.learning_rate, momentum=c.muon_momentum)
         self.epoch = 0
         self.global_step = 0

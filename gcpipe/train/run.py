@@ -150,10 +150,7 @@ def _trainer(config: TrainConfig, init: checkpoint.Checkpoint | None):
         from gcpipe.train.expert import ExpertIteration
 
         return ExpertIteration(config, None if init is None else init.model, workers=torch.get_num_threads())
-    trainer = PPO(config)
-    if init is not None:
-        trainer.policy.load_state_dict(init.model.state_dict())
-    return trainer
+    return PPO(config, None if init is None else init.model)
 
 
 def _evaluate(ppo: PPO, config: TrainConfig) -> dict[str, float]:
