@@ -418,7 +418,8 @@ def ckpt_convert(source: Path = typer.Argument(..., metavar="IN", help="The chec
 @app.command()
 def play(side: str = typer.Option("guerrilla", "--side", help="The side you play: guerrilla or coin."),
          opponent: str = typer.Option("greedy", "--opponent",
-                                      help="random, greedy, mcts:N, net:FILE.bin, or a player of --config."),
+                                      help="random, greedy, mcts:N, net:FILE.bin, search:FILE.bin:SIMS, or a "
+                                           "player of --config."),
          seed: int = typer.Option(1, "--seed", help="The game's generator seed (the opponent's draws)."),
          config: Path = typer.Option(None, "--config", help="Pipeline config whose players can be named.")):
     """Play a game in the terminal against a bot or a network (moves like d4-d5 or D3-C4)."""
