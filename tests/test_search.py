@@ -243,6 +243,8 @@ def test_search_players_from_config_and_short_specs(tmp_path):
     assert (deep.kind, deep.search.simulations, deep.search.variant, deep.search.c_puct) == ("search", 300, "puct", 2.0)
     assert deep.identity["rollout_weight"] == 0.25 and deep.identity["sha256"] == ckpt.load(tmp_path / "net.bin").sha256
     assert (short.name, short.search.simulations, short.search.variant) == ("net-s50", 50, "gumbel")
+    with pytest.raises(UserError, match="value 'calibrated' needs a calibration file"):
+        PlayerBook({"c": {"kind": "search", "path": str(tmp_path / "net.bin"), "value": "calibrated"}}).resolve("c")
     for bad in (f"search:{tmp_path / 'net.bin'}", f"search:{tmp_path / 'net.bin'}:\u00b2"):
         with pytest.raises(UserError, match="write search:PATH:SIMULATIONS"):
             book.resolve(bad)

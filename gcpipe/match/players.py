@@ -137,6 +137,9 @@ def player_from_config(name: str, entry) -> Player:
         values = {key: entry[key] for key in keys if key in entry}
         if "value_coef" in values and isinstance(values["value_coef"], list):
             values["value_coef"] = tuple(values["value_coef"])
+        if values.get("value") == "calibrated" and "value_coef" not in values and "calibration" not in entry:
+            raise UserError(f"config player {name}: value 'calibrated' needs a calibration file (calibration: FILE, "
+                            f"from gcpipe calibrate) or value_coef")
         settings = make_settings(where=f"config player {name}", **values)
         if "calibration" in entry:
             from gcpipe.nn.checkpoint import load
