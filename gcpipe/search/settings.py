@@ -12,7 +12,7 @@ row 256) is the Guerrilla's, the pass logit (row 255) the COIN's (model.md §6).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from gcpipe._engine import ffi, lib
 from gcpipe.errors import UserError
@@ -41,7 +41,6 @@ class SearchSettings:
     rollouts: int = 0              # greedy playouts per leaf
     rollout_weight: float = 0.0    # lambda: leaf value = (1 - lambda) net value + lambda rollouts
     temperature: float = 0.0       # PUCT's move: 0 the most visited, T > 0 drawn in proportion to N^(1/T)
-    calibration: dict = field(default_factory=dict, compare=False)   # what a calibrated value came from
 
     def c_config(self):
         """The engine's gc_search_config (kept alive by the returned cdata)."""
