@@ -335,15 +335,22 @@ static int descend(gc_search *s, int game, int simulation) {
 }
 
 /* The move of a finished search, its improved policy and statistics. */
-/* PUCT at a temperature: a root edge drawn with probability proportional to N^(1/T). */
+/* PUCT at a temperature: a root edge drawn with probability proportional to N^(1/T), computed as
+ * (N / max N)^(1/T) <= 1 (N itself at T = 1), so no weight saturates gc_expf's range and the sum
+ * cannot overflow however small T is. */
 static int draw_visited(const arena *a, float temperature, uint32_t *rng) {
     const search_node *root = &a->nodes[0];
     const search_edge *edges = a->edges + root->first_edge;
     float weight[GC_SEARCH_MAX_LEGAL], total = 0.0f;
-    int last = 0;
+    int last = 0, max_n = 0;
+    for (int i = 0; i < root->num_edges; i++)
+        if (edge_visits(a, &edges[i]) > max_n) max_n = edge_visits(a, &edges[i]);
+    float log_max = gc_logf((float)max_n);
     for (int i = 0; i < root->num_edges; i++) {
         int visits = edge_visits(a, &edges[i]);
-        weight[i] = !visits ? 0.0f : temperature == 1.0f ? (float)visits : gc_expf(gc_logf((float)visits) / temperature);
+        weight[i] = !visits ? 0.0f
+                    : temperature == 1.0f ? (float)visits
+                    : gc_expf((gc_logf((float)visits) - log_max) / temperature);
         total += weight[i];
         if (visits) last = i;
     }

@@ -222,8 +222,9 @@ class ReferenceSearch:
             policy = [F(F(n) / F(total)) if total else e[2] for n, e in zip(visits, root.edges)]
             if self.s.temperature > 0 and len(root.edges) > 1:
                 t = F(self.s.temperature)
-                weights = [F(0) if not n else F(n) if t == F(1) else F(lib.gc_expf(float(F(F(lib.gc_logf(float(n))) / t))))
-                           for n in visits]
+                log_max = F(lib.gc_logf(float(max(visits))))
+                weights = [F(0) if not n else F(n) if t == F(1)
+                           else F(lib.gc_expf(float(F(F(F(lib.gc_logf(float(n))) - log_max) / t)))) for n in visits]
                 total_w = F(0)
                 for w in weights:
                     total_w = F(total_w + w)

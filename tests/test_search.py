@@ -91,6 +91,17 @@ def test_c_search_equals_the_reference_node_for_node(variant, position, value):
             assert np.array_equal(node.state, ref.state)
 
 
+def test_a_cold_puct_draw_takes_the_most_visited_move():
+    """N^(1/T) for small T: every other edge's weight vanishes next to the most visited one's (the
+    weights must not saturate, or the draw spreads over every well-visited edge)."""
+    net = _net(seed=3, value_scale=4.0)
+    games = [g for g in (_midgame(30 + s, 3 + s % 5) for s in range(20)) if len(g.legal_actions()) >= 8][:8]
+    cold, searcher, *_ = _search(net, make_settings(simulations=300, variant="puct", temperature=0.01), games)
+    visits = [{n.action: n.visits for n in searcher.tree(k) if n.parent == 0} for k in range(len(games))]
+    assert all(sum(v >= 3 for v in counts.values()) >= 3 for counts in visits)
+    assert [int(a) for a in cold.actions] == [max(counts, key=lambda a: (counts[a], -a)) for counts in visits]
+
+
 @pytest.mark.parametrize("variant", ["gumbel", "puct"])
 def test_the_guerrilla_clears_the_last_coin(variant):
     game = _last_coin()
