@@ -72,7 +72,8 @@ def elo(ledgers: list[str] = typer.Argument(None, metavar="LEDGER...",
 
 
 _PLAYER_HELP = ("A config player's name or a short spec: random, greedy, mcts:ITERATIONS[:EXPLORATION[:ROLLOUT]], "
-                "net:PATH; NAME=SPEC names it, SPEC@N sets its roster position.")
+                "net:PATH, openspiel:mcts[:MAX_SIMULATIONS[:UCT_C[:N_ROLLOUTS]]]; NAME=SPEC names it, "
+                "SPEC@N sets its roster position.")
 _CONFIG_OPTION = typer.Option(None, "--config", help="Pipeline config whose `players:` can be named.")
 _WORKERS_OPTION = typer.Option(None, "--workers", help="Worker processes (default: all cores). Results do not depend on it.")
 _QUIET_OPTION = typer.Option(False, "--quiet", help="No progress output.")

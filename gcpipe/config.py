@@ -225,26 +225,28 @@ def shards(games: int, shard_size: int) -> list[tuple[int, int]]:
 
 def check_pipeline(config: dict, results=RESULTS, source: str = "config") -> None:
     """What the workflow checks on disk before any job starts: the results folder can be
-    written, every run's settings produce a final.bin, and checkpoint files named by `path`
-    exist, have a known layout, hold finite weights and match their `sha256`. `source` names
-    the config file in messages about its keys."""
+    written, every run's settings produce a final.bin, checkpoint files named by `path`
+    exist, have a known layout, hold finite weights and match their `sha256`, and OpenSpiel is
+    installed if an `openspiel` player plays. `source` names the config file in messages about
+    its keys."""
     _check_writable(Path(results))
     for run, settings in config["runs"].items():
         if settings.get("max_epochs", 0):
             raise UserError(f"{source}: runs.{run}.max_epochs stops training before final.bin is "
                             f"written, which the pipeline's matches need; set it to 0")
-    field = config["matches"]["field"]
-    if any(config["players"][name]["kind"] in NETWORK_KINDS and "path" in config["players"][name]
-           for name in field):
+    # Players that exist before any job runs: checkpoint files named by `path` (a `run:` net is
+    # trained by the DAG) and OpenSpiel players (the extra must be installed).
+    checkable = [name for name in config["matches"]["field"]
+                 if config["players"][name]["kind"] == "openspiel"
+                 or (config["players"][name]["kind"] in NETWORK_KINDS and "path" in config["players"][name])]
+    if checkable:
         from gcpipe.match.players import player_from_config  # imports torch: only when needed
 
-        for name in field:
-            player = config["players"][name]
-            if player["kind"] in NETWORK_KINDS and "path" in player:
-                try:
-                    player_from_config(name, player)
-                except UserError as problem:
-                    raise UserError(f"{source}: players.{name}: {problem}") from None
+        for name in checkable:
+            try:
+                player_from_config(name, config["players"][name])
+            except UserError as problem:
+                raise UserError(f"{source}: players.{name}: {problem}") from None
 
 
 def _check_writable(folder: Path) -> None:

@@ -3,3 +3,11 @@
 
 class UserError(Exception):
     """Bad input from the user: a config, a spec, a file, a move. Shown without a traceback."""
+
+
+class MissingExtraError(UserError, ImportError):
+    """An optional dependency, installed with one of gcpipe's pip extras, is missing."""
+
+    def __init__(self, package: str, extra: str):
+        super().__init__(f"{package} is not installed; it comes with gcpipe's '{extra}' extra: "
+                         f"pip install 'gcpipe[{extra}]' (in a checkout: pip install -e '.[{extra}]')")

@@ -291,7 +291,8 @@ def test_cli_errors_are_one_line(tmp_path):
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         "gcpipe: error: unknown player 'nonsense': not a config player; short specs are random, greedy, "
-        "mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], net:PATH, search:PATH:SIMULATIONS"]
+        "mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], net:PATH, search:PATH:SIMULATIONS, "
+        "openspiel:mcts[:MAX_SIMULATIONS[:UCT_C[:N_ROLLOUTS]]]"]
     assert not (tmp_path / "x.jsonl").exists()
 
 

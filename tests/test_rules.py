@@ -1,8 +1,11 @@
 """Hand-built positions for every rule of spec/rules.md §1-§5; each test fails if its rule is wrong."""
+import copy
+
 import numpy as np
 import pytest
 
-from gcpipe.engine import COIN, GUERRILLA, TERMINAL_PLAYER, Game, IllegalActionError
+from gcpipe.engine import COIN, GUERRILLA, MAX_GAME_LENGTH, TERMINAL_PLAYER, Game, IllegalActionError
+from gcpipe.engine.bots import play_games
 from gcpipe.errors import UserError
 
 
@@ -185,11 +188,20 @@ def test_serialize_round_trip_and_malformed_input():
             Game.deserialize(bad)
 
 
-def test_clone_is_independent():
+@pytest.mark.parametrize("duplicate", [Game.clone, copy.copy, copy.deepcopy])
+def test_clone_is_independent(duplicate):
     game = Game(3)
-    copy = game.clone()
-    copy.apply_action(copy.legal_actions()[0])
-    assert game.plies == 0 and copy.plies == 1
+    other = duplicate(game)
+    assert other == game
+    other.apply_action(other.legal_actions()[0])
+    assert game.plies == 0 and other.plies == 1
+
+
+def test_longest_random_games_stay_within_the_proven_bound():
+    # Random play makes the longest games (long capture chains); the bound is a proof
+    # (MAX_GAME_LENGTH's comment), this checks it against 100,000 games.
+    results = play_games("random", "random", np.arange(1, 100_001))
+    assert results.plies.max() == 124 <= MAX_GAME_LENGTH
 
 
 def test_move_notation_round_trips_every_opening_action():

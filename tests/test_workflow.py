@@ -63,7 +63,11 @@ def test_run_defaults_are_the_trainer_defaults():
     (lambda c: c.update(player={}), "unknown key 'player' (allowed: engine, players, runs, matches, elo, report)"),
     (lambda c: c.update(players={}), "players: must not be empty"),
     (lambda c: c["players"].update(x={"kind": "robot"}),
-     "players.x.kind: 'robot' is not one of random, greedy, mcts, net, search"),
+     "players.x.kind: 'robot' is not one of random, greedy, mcts, net, search, openspiel"),
+    (lambda c: c["players"].update(o={"kind": "openspiel", "max_simulations": 0}),
+     "players.o.max_simulations: 0 is less than the minimum of 1"),
+    (lambda c: c["players"].update(o={"kind": "openspiel", "algorithm": "cfr"}),
+     "players.o.algorithm: 'cfr' is not one of mcts"),
     (lambda c: c["players"].update(x={"roster": 2}), "players.x: missing key 'kind'"),
     (lambda c: c["players"].update(x="random"), "players.x: must be a mapping, got 'random'"),
     (lambda c: c["players"].update(m={"kind": "mcts", "iteration": 5}),
@@ -201,16 +205,22 @@ def test_run_schema_mirrors_trainconfig():
 
 def test_player_schema_mirrors_the_match_runner():
     from gcpipe.engine import bots
-    from gcpipe.match import players as match_players
+    from gcpipe.match import openspiel, players as match_players
 
     defs = load_schema()["$defs"]
     keys = {"random": set(defs["simple_bot"]["properties"]), "greedy": set(defs["simple_bot"]["properties"]),
             "mcts": set(defs["mcts"]["properties"]), "net": set(defs["net"]["properties"]),
-            "search": set(defs["search"]["properties"])}
+            "search": set(defs["search"]["properties"]), "openspiel": set(defs["openspiel"]["properties"])}
     assert keys == match_players._CONFIG_KEYS
+    assert set(match_players.KINDS) == set(keys) == set(defs["player"]["properties"]["kind"]["enum"])
     mcts = defs["mcts"]["properties"]
     assert (mcts["iterations"]["default"], mcts["exploration"]["default"], mcts["rollout"]["default"]) == (
         bots.MCTS_DEFAULT_ITERATIONS, bots.MCTS_DEFAULT_EXPLORATION, bots.MCTS_DEFAULT_ROLLOUT)
+    settings = defs["openspiel"]["properties"]
+    assert {key: settings[key]["default"] for key in openspiel.DEFAULTS} == openspiel.DEFAULTS
+    assert settings["algorithm"]["enum"] == list(openspiel.ALGORITHMS)
+    assert (settings["max_simulations"]["maximum"], settings["n_rollouts"]["maximum"]) == (
+        openspiel.MAX_SIMULATIONS, openspiel.MAX_ROLLOUTS)
 
 
 def test_schema_file_is_found_beside_the_package():

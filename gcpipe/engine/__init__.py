@@ -5,7 +5,7 @@ broken extension without importing it first."""
 import importlib
 
 _EXPORTS = {
-    "gcpipe.engine.game": ["COIN", "GUERRILLA", "NUM_ACTIONS", "OBS_SIZE", "PASS_ACTION", "TERMINAL_PLAYER",
+    "gcpipe.engine.game": ["COIN", "GUERRILLA", "MAX_GAME_LENGTH", "NUM_ACTIONS", "OBS_SIZE", "PASS_ACTION", "TERMINAL_PLAYER",
                            "Game", "GameBatch", "IllegalActionError", "action_to_string", "string_to_action"],
     "gcpipe.engine.vecenv": ["VecEnv"],
 }

@@ -18,6 +18,7 @@ from gcpipe.errors import UserError
 GUERRILLA, COIN = 0, 1          # OpenSpiel player ids
 TERMINAL_PLAYER = -4            # OpenSpiel's kTerminalPlayerId
 NUM_ACTIONS, OBS_SIZE, PASS_ACTION = 256, 120, 255
+MAX_GAME_LENGTH = lib.GC_MAX_GAME_PLIES   # no legal game is longer (the proof: csrc/gc_rules.h)
 SIDE_NAMES = ("guerrilla", "coin")
 END_REASONS = ("none", "coins_cleared", "stones_exhausted", "stones_wiped", "stalemate", "ply_cap", "timeout")
 _GUERRILLA_STEPS = ((0, 1), (1, 0), (-1, 0), (0, -1))   # k = down, right, left, up
@@ -182,6 +183,15 @@ class Game:
         other._state = ffi.new("gc_state *", self._state[0])
         return other
 
+    def __copy__(self) -> "Game":
+        return self.clone()
+
+    def __deepcopy__(self, memo) -> "Game":
+        return self.clone()
+
+    def __reduce__(self):
+        return Game.deserialize, (self.serialize(),)
+
     # -- text ------------------------------------------------------------------------------
     def serialize(self) -> str:
         s = self._state
@@ -288,6 +298,10 @@ class GameBatch:
     def reset(self, i: int, seed: int) -> None:
         lib.gc_reset(self._c_states + self._index(i), _uint32(seed))
 
+    def put(self, i: int, game: Game) -> None:
+        """Makes game i a copy of `game` (its generator included)."""
+        self._c_states[self._index(i)] = game._state[0]
+
     def game(self, i: int) -> Game:
         """A copy of game i as a Game."""
         game = Game.__new__(Game)
@@ -328,6 +342,11 @@ class GameBatch:
             action = lib.gc_bot_choose(state, bot, workspace)
             if action < 0 or lib.gc_apply(state, action) < 0:
                 raise RuntimeError(f"bot found no move in running game {i} (code {action})")
+
+    def draw(self, i: int) -> int:
+        """The next value of game i's generator (rules.md §8), which advances: for players whose
+        own randomness is seeded from the game's, so it too is a function of the game's seed."""
+        return lib.gc_rand(ffi.addressof(self._c_states[self._index(i)], "rng"))
 
     def declare_coin_win(self, idx: np.ndarray, reason: str) -> None:
         """Ends running games idx by an outside rule, as Game.declare_coin_win."""

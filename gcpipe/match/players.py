@@ -1,4 +1,5 @@
-"""Players of a match: built-in bots (random, greedy, MCTS) and networks (checkpoint files).
+"""Players of a match: built-in bots (random, greedy, MCTS), networks (checkpoint files) and
+OpenSpiel's algorithms (the `openspiel` extra, gcpipe.match.openspiel).
 
 A player comes from one of two places:
 - the pipeline config's `players:` mapping, e.g.
@@ -7,11 +8,13 @@ A player comes from one of two places:
         mcts2k:   {kind: mcts, iterations: 2000, exploration: 0.7, rollout: greedy, roster: 3}
         baseline: {kind: net, run: baseline}            # results/runs/baseline/final.bin
         puffer40: {kind: net, path: x.bin, sha256: f586...}
+        osmcts:   {kind: openspiel, algorithm: mcts, max_simulations: 1000}
 - a short spec on the command line: `random`, `greedy`, `mcts:2000`, `mcts:2000:0.7:random`,
-  `net:path/to/file.bin`, optionally named (`cand=net:x.bin`) and placed (`mcts:2000@3`).
+  `net:path/to/file.bin`, `openspiel:mcts:1000`, optionally named (`cand=net:x.bin`) and placed
+  (`mcts:2000@3`).
 
 Everything that can be wrong with a player (unknown spec, missing or malformed checkpoint,
-SHA-256 mismatch) is found here, before any game starts.
+SHA-256 mismatch, OpenSpiel not installed) is found here, before any game starts.
 """
 from __future__ import annotations
 
@@ -22,8 +25,10 @@ from pathlib import Path
 
 from gcpipe.engine.bots import MCTS_DEFAULT_EXPLORATION, MCTS_DEFAULT_ROLLOUT, BotSpec, parse_bot
 from gcpipe.errors import UserError
+from gcpipe.match.openspiel import DEFAULTS as OPENSPIEL_DEFAULTS, OpenSpielSpec, parse_openspiel
 
-KINDS = ("random", "greedy", "mcts", "net", "search")
+KINDS = ("random", "greedy", "mcts", "net", "search", "openspiel")
+AGENT_KINDS = ("search", "openspiel")     # players of the batched protocol (start, new_games, observe, choose)
 # Names end up in file names (G__C.jsonl), so "__" (the cell separator) and path characters are out.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-]*(_[A-Za-z0-9.\-]+)*$")
 _CONFIG_KEYS = {
@@ -34,13 +39,15 @@ _CONFIG_KEYS = {
     "search": {"kind", "roster", "path", "run", "sha256", "simulations", "variant", "c_puct", "considered", "c_visit",
                "c_scale", "value", "value_squash", "value_coef", "rollouts", "rollout_weight", "temperature",
                "calibration"},
+    "openspiel": {"kind", "roster", *OPENSPIEL_DEFAULTS},
 }
 
 
 @dataclass(frozen=True)
 class Player:
-    """One player: a bot (`bot`) or a network (`path`, with the `sha256`, `layout` and
-    `full_turn` of the checked file).  `identity` is what the ledger records about it."""
+    """One player: a bot (`bot`), a network (`path`, with the `sha256`, `layout` and
+    `full_turn` of the checked file) or an OpenSpiel algorithm (`openspiel`).  `identity` is
+    what the ledger records about it."""
     name: str
     kind: str
     bot: BotSpec | None = None
@@ -48,6 +55,7 @@ class Player:
     sha256: str = ""
     layout: str = ""
     full_turn: bool = False
+    openspiel: OpenSpielSpec | None = None
     roster: int | None = None      # roster position (rules.md §8); PlayerBook.field sets it
     identity: dict = field(default_factory=dict, compare=False)
     search: object = None          # a search player's SearchSettings
@@ -99,6 +107,13 @@ def make_search(name: str, path, settings, sha256: str | None = None, roster: in
     return replace(net, kind="search", search=settings, identity=identity)
 
 
+def make_openspiel(name: str, spec: OpenSpielSpec, roster: int | None = None) -> Player:
+    """An OpenSpiel player; checks now that OpenSpiel is installed."""
+    _check_name(name)
+    _check_roster(roster, name)
+    return Player(name=name, kind="openspiel", openspiel=spec, roster=roster, identity=spec.identity())
+
+
 def player_from_config(name: str, entry) -> Player:
     """The player of one `players:` entry of the pipeline config."""
     if not isinstance(entry, dict):
@@ -110,6 +125,12 @@ def player_from_config(name: str, entry) -> Player:
     if unknown:
         raise UserError(f"config player {name}: unknown key(s) {', '.join(unknown)} for kind {kind}")
     roster = entry.get("roster")
+    if kind == "openspiel":
+        try:
+            settings = OpenSpielSpec(**{key: value for key, value in entry.items() if key in OPENSPIEL_DEFAULTS})
+        except UserError as problem:
+            raise UserError(f"config player {name}: {problem}") from None
+        return make_openspiel(name, settings, roster)
     if kind not in ("net", "search"):
         spec = kind
         if kind == "mcts":
@@ -164,6 +185,8 @@ def player_from_identity(name: str, identity) -> Player:
             values["value_coef"] = tuple(values["value_coef"])
             player = make_search(name, identity["path"], make_settings(where=f"player {name}", **values),
                                  identity["sha256"])
+        elif kind == "openspiel":
+            player = make_openspiel(name, OpenSpielSpec(**{key: identity[key] for key in OPENSPIEL_DEFAULTS}))
         elif kind == "mcts":
             player = make_bot(name, f"mcts:{identity['iterations']}:{identity['exploration']}:{identity['rollout']}")
         else:
@@ -254,9 +277,13 @@ def parse_spec(spec: str) -> Player:
             raise UserError(f"player spec {spec!r}: write search:PATH:SIMULATIONS")
         settings = make_settings(where=f"player spec {spec!r}", simulations=int(simulations))
         return make_search(name or f"{_net_name(path)}-s{simulations}", path, settings, roster=roster)
+    if kind == "openspiel":
+        settings = parse_openspiel(rest)
+        return make_openspiel(name or settings.default_name(), settings, roster)
     if kind not in ("random", "greedy", "mcts"):
         raise UserError(f"unknown player {spec!r}: not a config player; short specs are random, greedy, "
-                        f"mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], net:PATH, search:PATH:SIMULATIONS")
+                        f"mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], net:PATH, search:PATH:SIMULATIONS, "
+                        f"openspiel:mcts[:MAX_SIMULATIONS[:UCT_C[:N_ROLLOUTS]]]")
     bot = parse_bot(text)
     return make_bot(name or _bot_name(bot), bot, roster)
 

@@ -1,7 +1,8 @@
 """The match runner: the games of a cell across worker processes, one ledger line per game.
 
 A game depends only on its seed (rules.md §8): both players draw from the game's own generator,
-bots move in C and networks are batched across the games a worker runs at once.  The parent
+bots move in C, networks are batched across the games a worker runs at once, and search and
+OpenSpiel players choose through the batched player protocol.  The parent
 process appends finished games to the ledger in game-index order, so the ledger's bytes do not
 depend on the number of workers, on chunking, or on where an earlier run was killed.
 """
@@ -23,7 +24,7 @@ from gcpipe.engine.bots import TOURNAMENT_PLY_CAP as PLY_CAP, mcts_workspace
 from gcpipe.engine.game import END_REASONS
 from gcpipe.errors import UserError
 from gcpipe.match.ledger import LedgerWriter, cell_name, write_summary
-from gcpipe.match.players import Player, PlayerBook
+from gcpipe.match.players import AGENT_KINDS, Player, PlayerBook
 
 MATCHES_DIR = Path("results") / "matches"
 NET_SLOTS = 256                  # concurrent games per worker when a network plays
@@ -47,27 +48,29 @@ class MatchResult:
 
 # -- playing games in one process -----------------------------------------------------------
 class CellPlayer:
-    """Plays games of one cell in this process, reusing its nets, bots and game slots."""
+    """Plays games of one cell in this process, reusing its nets, bots, agents and game slots."""
 
     def __init__(self, guerrilla: Player, coin: Player, slots: int = NET_SLOTS):
         self.players = (guerrilla, coin)
         # One node pool serves both sides: searches never overlap within a process.
-        self._workspace = mcts_workspace(*(p.bot for p in self.players if not p.is_net))
-        self._bots = [p.bot.c_bot() if not p.is_net else None for p in self.players]
-        self._nets = [_network(p) if p.is_net else None for p in self.players]
+        self._workspace = mcts_workspace(*(p.bot for p in self.players if p.bot is not None))
+        self._bots = [p.bot.c_bot() if p.bot is not None else None for p in self.players]
+        self._nets = [_network(p) if p.kind == "net" else None for p in self.players]
+        # Players of the batched protocol (start, new_games, observe, choose): search, OpenSpiel.
+        self._agents = [_agent(p) if p.kind in AGENT_KINDS else None for p in self.players]
         self._slots = slots
-        if any(self._nets):
+        if not all(self._bots):
             self._batch = GameBatch(slots)
-            for net in self._nets:
-                if net is not None:
-                    net.start(slots)
+            for player in (*self._nets, *self._agents):
+                if player is not None:
+                    player.start(slots)
 
     def play(self, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Plays one game per seed; returns winners (1 Guerrilla, 2 COIN), plies and end reasons."""
         seeds = np.ascontiguousarray(seeds, dtype=np.uint32)
         n = len(seeds)
         winners, plies, ends = np.zeros(n, np.uint8), np.zeros(n, np.uint16), np.zeros(n, np.uint8)
-        if not any(self._nets):
+        if all(self._bots):
             code = lib.gc_play_bot_games(n, ffi.from_buffer("uint32_t[]", seeds), self._bots[0], self._bots[1],
                                          self._workspace, PLY_CAP, ffi.from_buffer("uint8_t[]", winners),
                                          ffi.from_buffer("uint16_t[]", plies), ffi.from_buffer("uint8_t[]", ends))
@@ -93,9 +96,13 @@ class CellPlayer:
                 slot_game[slot] = next_game
                 started.append(slot)
                 next_game += 1
-            for player, net in zip(self.players, self._nets):
-                if net is not None and started:
-                    (net.new_games if player.kind == "search" else net.reset)(np.array(started))
+            if started:
+                for net in self._nets:
+                    if net is not None:
+                        net.reset(np.array(started))
+                for agent in self._agents:
+                    if agent is not None:
+                        agent.new_games(np.array(started))
 
         start_games(range(self._slots))
         while True:
@@ -105,20 +112,18 @@ class CellPlayer:
             to_move = states["to_move"][active]
             obs, _ = batch.observe(active)
             movers = [to_move == 1, to_move == 2]
+            for side, agent in enumerate(self._agents):
+                if agent is not None and not movers[side].all():   # before the other side's plies
+                    agent.observe(batch, active[~movers[side]])
             for side in (0, 1):
-                # A search player steps on the waiting side's positions before any move of the tick.
-                rows, net = movers[side], self._nets[side]
-                if self.players[side].kind == "search" and not rows.all():
-                    net.observe(batch, active[~rows])
-            for side in (0, 1):
-                rows, net = movers[side], self._nets[side]
-                if net is None:
+                rows, net, agent = movers[side], self._nets[side], self._agents[side]
+                if agent is not None:
+                    if rows.any():
+                        for slot, action in zip(active[rows], agent.choose(batch, active[rows])):
+                            batch.apply(int(slot), int(action))
+                elif net is None:
                     if rows.any():
                         batch.bot_apply(active[rows], self._bots[side], self._workspace)
-                elif self.players[side].kind == "search":
-                    if rows.any():
-                        for slot, action in zip(active[rows], net.choose(batch, active[rows])):
-                            batch.apply(int(slot), int(action))
                 else:
                     if net.full_turn and not rows.all():
                         # rules.md §9: a full-turn net also steps on the other side's plies.
@@ -142,12 +147,18 @@ def _network(player: Player):
     from gcpipe.nn.player import NetworkPlayer
 
     # The SHA-256 checked when the player was defined must still hold in every worker.
-    checkpoint = load(player.path, expected_sha256=player.sha256)
-    if player.kind == "search":
-        from gcpipe.search.player import SearchPlayer
+    return NetworkPlayer(load(player.path, expected_sha256=player.sha256), full_turn=player.full_turn)
 
-        return SearchPlayer(checkpoint, player.search)
-    return NetworkPlayer(checkpoint, full_turn=player.full_turn)
+
+def _agent(player: Player):
+    if player.kind == "openspiel":
+        from gcpipe.match.openspiel import OpenSpielPlayer
+
+        return OpenSpielPlayer(player.openspiel)
+    from gcpipe.nn.checkpoint import load
+    from gcpipe.search.player import SearchPlayer
+
+    return SearchPlayer(load(player.path, expected_sha256=player.sha256), player.search)
 
 
 # -- worker processes -----------------------------------------------------------------------
@@ -186,10 +197,10 @@ def _chunks(games: list[int], size: int) -> list[list[int]]:
 
 
 def _chunk_size(guerrilla: Player, coin: Player, n_games: int, workers: int) -> int:
-    """Games per task: MCTS games take seconds, so one at a time keeps workers evenly busy and
+    """Games per task: search games take seconds, so one at a time keeps workers evenly busy and
     every finished game on disk; cheap games go in larger tasks to amortise the hand-over."""
     kinds = {guerrilla.kind, coin.kind}
-    if "mcts" in kinds:
+    if kinds & {"mcts", "openspiel"}:
         return 1
     limit = NET_CHUNK if guerrilla.is_net or coin.is_net else BOT_CHUNK
     return max(1, min(limit, math.ceil(n_games / max(1, workers))))
