@@ -45,9 +45,12 @@ if (Path(sys.executable).parent / "gcpipe").exists():
 # `--cores` is a budget, not the machine: `snakemake --cores 8` on a 2-core laptop would run four
 # 2-thread jobs at once, and oversubscribed torch/OpenMP threads slow training several-fold.  A
 # local run therefore also books CPU-bound jobs against the cores this process may use (the
-# `cpus` resource; `--resources cpus=N` overrides).  Cluster executors place jobs themselves.
+# `cpus` resource; `--resources cpus=N` overrides).  Cluster executors place jobs themselves:
+# a run that submits jobs has `--jobs` (nodes) set.  (Not `workflow.local_exec`: the executor is
+# chosen after the Snakefile is read, so it is still True here and would hold a SLURM run to the
+# submit host's cores, one job at a time on a 2-core login node.)
 LOCAL_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-if workflow.local_exec and "cpus" not in workflow.global_resources:
+if workflow.resource_settings.nodes is None and "cpus" not in workflow.global_resources:
     workflow.register_resource("cpus", LOCAL_CPUS)
 
 

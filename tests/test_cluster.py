@@ -1,0 +1,115 @@
+"""profiles/slurm on a live SLURM cluster (opt-in: `pytest -m cluster`; the default run leaves it
+out).  The smoke DAG through the profile gives the same bytes as a local run (ledgers, Elo table,
+trained checkpoints), and a training job cancelled mid-way with scancel continues from its saved
+state when the profile's retry resubmits it.
+
+A one-node cluster on a Debian machine (root): profiles/slurm/testcluster.sh up; afterwards
+profiles/slurm/testcluster.sh down.  The account and partition default to that cluster's
+(GCPIPE_SLURM_ACCOUNT, GCPIPE_SLURM_PARTITION choose others).
+"""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+SMOKE = REPO / "config" / "smoke.yaml"
+ACCOUNT = os.environ.get("GCPIPE_SLURM_ACCOUNT", "gcpipe")
+PARTITION = os.environ.get("GCPIPE_SLURM_PARTITION", "debug")
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    if shutil.which("sbatch") is None:
+        pytest.skip("SLURM is not installed: profiles/slurm/testcluster.sh up installs (Debian, as root) "
+                    "and starts a one-node cluster")
+    if subprocess.run(["sinfo", "-h"], capture_output=True).returncode != 0:
+        pytest.skip("no SLURM cluster answers (sinfo failed): profiles/slurm/testcluster.sh up starts one")
+
+
+def snakemake(workdir: Path, *args) -> subprocess.Popen:
+    """Snakemake in `workdir`, its output in workdir/snakemake.log."""
+    env = dict(os.environ, PATH=f"{SNAKEMAKE.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    with open(workdir / "snakemake.log", "w") as log:
+        return subprocess.Popen([str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
+                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+
+
+def finish(process: subprocess.Popen, workdir: Path, timeout: float) -> str:
+    """Waits for Snakemake; on timeout stops it (it cancels its jobs) and fails."""
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        process.wait(timeout=120)
+        pytest.fail(f"snakemake in {workdir} took over {timeout:.0f} s:\n"
+                    + (workdir / "snakemake.log").read_text()[-3000:])
+    log = (workdir / "snakemake.log").read_text()
+    assert process.returncode == 0, log[-3000:]
+    return log
+
+
+def slurm_args():
+    """The README's command for the test cluster: the profile as shipped, sized for a 2-core node
+    (and at the local run's training threads: trained weights depend on the thread count), with
+    job states polled every 10 s instead of 40 so that the test ends sooner."""
+    return ["--profile", str(REPO / "profiles" / "slurm"), "elo_table", "--configfile", str(SMOKE),
+            "--default-resources", f"slurm_account={ACCOUNT}", f"slurm_partition={PARTITION}",
+            "--set-threads", "train=2", "match=2", "--set-resources", "train:mem_mb=8000",
+            "--slurm-init-seconds-before-status-checks", "10"]
+
+
+def digests(results: Path) -> dict[str, str]:
+    files = [*(results / "matches").glob("*.*"), *(results / "elo").glob("*.*"), *(results / "runs").glob("*/final.bin")]
+    return {str(p.relative_to(results)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(files)}
+
+
+def running_job(comment_prefix: str) -> str | None:
+    """The id of the running job whose comment (rule and wildcards, set by the executor) starts so."""
+    queue = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], capture_output=True, text=True).stdout
+    return next((job for job, comment in (line.split("|", 1) for line in queue.splitlines())
+                 if comment.startswith(comment_prefix)), None)
+
+
+def test_smoke_dag_through_slurm_matches_a_local_run_and_resumes_a_cancelled_job(tmp_path):
+    start = time.monotonic()
+    local_log = finish(snakemake(tmp_path / "local", "--cores", "2", "elo_table", "--configfile", str(SMOKE)),
+                       tmp_path / "local", timeout=1200)
+    local_seconds = time.monotonic() - start
+
+    start = time.monotonic()
+    run = tmp_path / "slurm"
+    cluster = snakemake(run, *slurm_args())
+    training = run / "results" / "runs" / "baseline"
+    cancelled = None
+    # Cancel the baseline training once it has saved its state and before it finishes.
+    while cluster.poll() is None and cancelled is None:
+        if (training / "state.pt").exists() and not (training / "final.bin").exists():
+            cancelled = running_job("rule_train_wildcards_baseline")
+            if cancelled:
+                subprocess.run(["scancel", cancelled], check=True)
+        time.sleep(0.2)
+    cluster_log = finish(cluster, run, timeout=1800)
+    cluster_seconds = time.monotonic() - start
+    print(f"\nsmoke DAG: {local_seconds:.0f} s locally, {cluster_seconds:.0f} s through SLURM")
+
+    assert cancelled, "the baseline training finished before it could be cancelled"
+    state = subprocess.run(["sacct", "-X", "-n", "-P", "-j", cancelled, "-o", "State"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert state[0].startswith("CANCELLED"), state
+    # The profile's retry resubmitted it, and the training continued from its saved state.
+    assert "continuing from its saved state at step" in (run / "results" / "logs" / "train" / "baseline.log").read_text()
+    assert digests(run / "results") == digests(tmp_path / "local" / "results")
+    assert len(digests(run / "results")) == 16 * 2 + 8 + 2   # ledgers and summaries, Elo files, checkpoints
+    # The cluster run was not held to the submit host's cores (see the Snakefile's `cpus`).
+    assert 'Provided resources: cpus=Resource("cpus"' in local_log
+    assert 'Provided resources: cpus=Resource("cpus"' not in cluster_log
