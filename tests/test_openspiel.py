@@ -245,6 +245,18 @@ def test_openspiel_player_spec_and_identity():
 
 
 @needs_openspiel
+def test_openspiel_opponent_in_gcpipe_play_draws_once_per_move():
+    from gcpipe.play import make_opponent
+
+    opponent, name = make_opponent("openspiel:mcts:16")
+    game = Game(9)
+    before = game.serialize()
+    action = opponent.choose(game)
+    assert name == "os-mcts16" and action in game.legal_actions()
+    assert game.rng_state == 16807 * 9 and game.serialize().split()[:-1] == before.split()[:-1]
+
+
+@needs_openspiel
 def test_openspiel_games_are_functions_of_their_seeds(tmp_path):
     ledgers = [match("openspiel:mcts:16", "greedy", 4, out=tmp_path / f"w{w}.jsonl", workers=w,
                      progress=False).ledger for w in (1, 2)]

@@ -4,7 +4,7 @@ import copy
 import numpy as np
 import pytest
 
-from gcpipe.engine import COIN, GUERRILLA, MAX_GAME_LENGTH, TERMINAL_PLAYER, Game, IllegalActionError
+from gcpipe.engine import COIN, GUERRILLA, MAX_GAME_LENGTH, TERMINAL_PLAYER, Game, GameBatch, IllegalActionError
 from gcpipe.engine.bots import play_games
 from gcpipe.errors import UserError
 
@@ -195,6 +195,17 @@ def test_clone_is_independent(duplicate):
     assert other == game
     other.apply_action(other.legal_actions()[0])
     assert game.plies == 0 and other.plies == 1
+
+
+def test_batch_slots_take_copies_and_draw_from_their_own_generator():
+    game = Game(5)
+    game.apply_action(game.legal_actions()[3])
+    batch = GameBatch(2)
+    batch.put(1, game)
+    assert batch.game(1) == game
+    assert batch.draw(1) == 16807 * 5      # rules.md §8: the next Park-Miller state
+    assert batch.game(1).rng_state == 16807 * 5 and game.rng_state == 5
+    assert batch.game(1).serialize().split()[:-1] == game.serialize().split()[:-1]
 
 
 def test_longest_random_games_stay_within_the_proven_bound():
