@@ -16,6 +16,7 @@ from gcpipe.engine.bots import Bot
 from gcpipe.errors import UserError
 from gcpipe.match import match, parse_spec
 from gcpipe.match.ledger import read_ledger
+from gcpipe.match.replay import replay_record
 from gcpipe.match.openspiel import OpenSpielSpec, parse_openspiel
 from gcpipe.match.players import player_from_config
 from gcpipe.nn import checkpoint as ckpt
@@ -264,6 +265,8 @@ def test_openspiel_games_are_functions_of_their_seeds(tmp_path):
     records = read_ledger(ledgers[0])
     assert [r["game"] for r in records] == [0, 1, 2, 3]
     assert records[0]["guerrilla_id"]["kind"] == "openspiel"
+    # One game alone, replayed from its ledger record (as `gcpipe view` does), is the batched one.
+    assert all(replay_record(record).agrees_with(record) for record in records)
 
 
 @needs_openspiel

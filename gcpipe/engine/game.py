@@ -298,10 +298,6 @@ class GameBatch:
     def reset(self, i: int, seed: int) -> None:
         lib.gc_reset(self._c_states + self._index(i), _uint32(seed))
 
-    def put(self, i: int, game: Game) -> None:
-        """Makes game i a copy of `game` (its generator included)."""
-        self._c_states[self._index(i)] = game._state[0]
-
     def game(self, i: int) -> Game:
         """A copy of game i as a Game."""
         game = Game.__new__(Game)

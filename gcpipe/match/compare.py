@@ -32,8 +32,9 @@ from gcpipe.stats.sprt import PAIR_OUTCOMES, SPRT, PairElo, SPRTState, pair_elo,
 COMPARE_DIR = Path("results") / "compare"
 NO_DECISION = "no decision"
 # Pairs per SPRT step, by the slowest player: a step is two run_match calls, whose worker start-up
-# (and network loading) costs about a tenth of a second, while an MCTS or search game costs seconds.
-PAIRS_PER_STEP = {"mcts": 16, "search": 16, "net": 256}
+# (and network loading) costs about a tenth of a second, while an MCTS, search or OpenSpiel game
+# costs seconds.
+PAIRS_PER_STEP = {"mcts": 16, "search": 16, "openspiel": 16, "net": 256}
 BOT_PAIRS_PER_STEP = 1000
 
 

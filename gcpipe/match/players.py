@@ -114,6 +114,20 @@ def make_openspiel(name: str, spec: OpenSpielSpec, roster: int | None = None) ->
     return Player(name=name, kind="openspiel", openspiel=spec, roster=roster, identity=spec.identity())
 
 
+def make_agent(player: Player):
+    """The runtime player of a search or OpenSpiel player: the batched protocol (start(n_slots),
+    new_games(slots), observe(games, slots) before the other side's plies, choose(games, slots))."""
+    if player.kind == "openspiel":
+        from gcpipe.match.openspiel import OpenSpielPlayer
+
+        return OpenSpielPlayer(player.openspiel)
+    from gcpipe.nn.checkpoint import load
+    from gcpipe.search.player import SearchPlayer
+
+    # The SHA-256 checked when the player was defined must still hold in every worker.
+    return SearchPlayer(load(player.path, expected_sha256=player.sha256), player.search)
+
+
 def player_from_config(name: str, entry) -> Player:
     """The player of one `players:` entry of the pipeline config."""
     if not isinstance(entry, dict):

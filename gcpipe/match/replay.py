@@ -3,9 +3,9 @@ function of those (rules.md §8-§9), so playing it again move by move gives its
 
 `play_game` plays one game the way the match runner does (every player draws from the game's own
 generator; a full-turn network, or a search player, also steps on the position the other side is
-about to play; COIN wins at the ply cap) with single-game players: `Bot`, `NetworkBot`, and a search
-player over a one-game batch that mirrors the game.  `Replay.agrees_with` says whether a replay is
-the game a ledger record describes.
+about to play; COIN wins at the ply cap) with single-game players: `Bot`, `NetworkBot`, and search
+and OpenSpiel players (the batched protocol) over a one-game batch that mirrors the game.
+`Replay.agrees_with` says whether a replay is the game a ledger record describes.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 from gcpipe.engine import Game, GameBatch
 from gcpipe.engine.bots import TOURNAMENT_PLY_CAP, Bot
 from gcpipe.engine.game import SIDE_NAMES
-from gcpipe.match.players import Player, player_from_identity
+from gcpipe.match.players import AGENT_KINDS, Player, make_agent, player_from_identity
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,8 @@ def replay_record(record: dict) -> Replay:
 def single_game_player(player: Player, seed: int):
     """`player` on one game that starts from generator seed `seed`: `choose(game)` on its plies,
     `observe(game)` before each ply of the other side, `follow(action)` after every ply."""
-    if player.kind == "search":
-        return _SearchMover(player, seed)
+    if player.kind in AGENT_KINDS:
+        return _AgentMover(make_agent(player), seed)
     if player.is_net:
         from gcpipe.nn.checkpoint import load
         from gcpipe.nn.player import NetworkBot, NetworkPlayer
@@ -87,27 +87,25 @@ class _Mover:
         """Bots and networks read the Game itself."""
 
 
-class _SearchMover:
-    """A search player (gcpipe.search.player, the batched protocol) on a one-game batch that repeats
-    every ply of the game; its generator is the game's, handed over for each search."""
+class _AgentMover:
+    """A player of the batched protocol (search, OpenSpiel: make_agent) on a one-game batch that
+    repeats every ply of the game; its generator is the game's, handed over for each move."""
 
-    def __init__(self, player: Player, seed: int):
-        from gcpipe.search.player import SearchPlayer
-
-        self.player = SearchPlayer(player.path, player.search)
-        self.player.start(1)
+    def __init__(self, agent, seed: int):
+        self.agent = agent
+        self.agent.start(1)
         self.slot = np.zeros(1, np.int64)
-        self.player.new_games(self.slot)
+        self.agent.new_games(self.slot)
         self.batch = GameBatch(1)
         self.batch.reset(0, seed)
 
     def observe(self, game: Game) -> None:
-        self.player.observe(self.batch, self.slot)
+        self.agent.observe(self.batch, self.slot)
 
     def choose(self, game: Game) -> int:
         self.batch.states["rng"][0] = game.rng_state
-        action = int(self.player.choose(self.batch, self.slot)[0])
-        game.rng_state = int(self.batch.states["rng"][0])    # the search's draws
+        action = int(self.agent.choose(self.batch, self.slot)[0])
+        game.rng_state = int(self.batch.states["rng"][0])    # the player's draws
         return action
 
     def follow(self, action: int) -> None:

@@ -24,7 +24,7 @@ from gcpipe.engine.bots import TOURNAMENT_PLY_CAP as PLY_CAP, mcts_workspace
 from gcpipe.engine.game import END_REASONS
 from gcpipe.errors import UserError
 from gcpipe.match.ledger import LedgerWriter, cell_name, write_summary
-from gcpipe.match.players import AGENT_KINDS, Player, PlayerBook
+from gcpipe.match.players import AGENT_KINDS, Player, PlayerBook, make_agent
 
 MATCHES_DIR = Path("results") / "matches"
 NET_SLOTS = 256                  # concurrent games per worker when a network plays
@@ -57,7 +57,7 @@ class CellPlayer:
         self._bots = [p.bot.c_bot() if p.bot is not None else None for p in self.players]
         self._nets = [_network(p) if p.kind == "net" else None for p in self.players]
         # Players of the batched protocol (start, new_games, observe, choose): search, OpenSpiel.
-        self._agents = [_agent(p) if p.kind in AGENT_KINDS else None for p in self.players]
+        self._agents = [make_agent(p) if p.kind in AGENT_KINDS else None for p in self.players]
         self._slots = slots
         if not all(self._bots):
             self._batch = GameBatch(slots)
@@ -148,17 +148,6 @@ def _network(player: Player):
 
     # The SHA-256 checked when the player was defined must still hold in every worker.
     return NetworkPlayer(load(player.path, expected_sha256=player.sha256), full_turn=player.full_turn)
-
-
-def _agent(player: Player):
-    if player.kind == "openspiel":
-        from gcpipe.match.openspiel import OpenSpielPlayer
-
-        return OpenSpielPlayer(player.openspiel)
-    from gcpipe.nn.checkpoint import load
-    from gcpipe.search.player import SearchPlayer
-
-    return SearchPlayer(load(player.path, expected_sha256=player.sha256), player.search)
 
 
 # -- worker processes -----------------------------------------------------------------------
