@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from gcpipe.config import load_config, match_plan
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 SMOKE = REPO / "config" / "smoke.yaml"
@@ -69,7 +71,9 @@ def slurm_args():
 
 
 def digests(results: Path) -> dict[str, str]:
-    files = [*(results / "matches").glob("*.*"), *(results / "elo").glob("*.*"), *(results / "runs").glob("*/final.bin")]
+    """Ledgers (shards too), tables, plots, the game viewer's pictures and the trained checkpoints."""
+    files = [p for folder in ("matches", "elo", "games") for p in (results / folder).rglob("*.*")]
+    files += (results / "runs").glob("*/final.bin")
     return {str(p.relative_to(results)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(files)}
 
 
@@ -108,8 +112,10 @@ def test_smoke_dag_through_slurm_matches_a_local_run_and_resumes_a_cancelled_job
     assert state[0].startswith("CANCELLED"), state
     # The profile's retry resubmitted it, and the training continued from its saved state.
     assert "continuing from its saved state at step" in (run / "results" / "logs" / "train" / "baseline.log").read_text()
-    assert digests(run / "results") == digests(tmp_path / "local" / "results")
-    assert len(digests(run / "results")) == 16 * 2 + 8 + 2   # ledgers and summaries, Elo files, checkpoints
+    compared = digests(run / "results")
+    assert compared == digests(tmp_path / "local" / "results")
+    cells = match_plan(load_config(SMOKE))
+    assert {f"matches/{cell.name}.jsonl" for cell in cells} | {"elo/ratings.md", "runs/baseline/final.bin"} <= set(compared)
     # The cluster run was not held to the submit host's cores (see the Snakefile's `cpus`).
     assert 'Provided resources: cpus=Resource("cpus"' in local_log
     assert 'Provided resources: cpus=Resource("cpus"' not in cluster_log
