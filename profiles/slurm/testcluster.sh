@@ -42,10 +42,16 @@ wait_for() {
     die "$what did not come up in ${seconds}s; see the logs in $DIR/log"
 }
 
-# alive PIDFILE: its process runs (a zombie does not count: this machine's init may not reap).
-alive() {
+# running PID: the process runs (a zombie does not count: an init that does not reap leaves them).
+running() {
     local state
-    [[ -f $1 ]] && state=$(awk '{print $3}' "/proc/$(cat "$1")/stat" 2>/dev/null) && [[ $state != Z ]]
+    state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ -n $state && $state != Z ]]
+}
+
+# alive PIDFILE: the process it names runs.
+alive() {
+    local pid
+    pid=$(cat "$1" 2>/dev/null) && running "$pid"
 }
 
 install_packages() {
@@ -176,13 +182,12 @@ up() {
     say "up: cluster $CLUSTER, partition $PARTITION, account $ACCOUNT; $(sinfo -h -N -o '%N %c CPUs %m MB %T')"
 }
 
-stop() {   # stop NAME: TERM by its pid file, KILL after 30 s
-    local name=$1 pidfile="$DIR/$1.pid" pid
-    alive "$pidfile" || return 0
-    pid=$(cat "$pidfile")
+stop() {   # stop NAME: TERM by its pid file (which the daemon removes as it exits), KILL after 30 s
+    local name=$1 pid
+    pid=$(cat "$DIR/$name.pid" 2>/dev/null) && running "$pid" || return 0
     kill -TERM "$pid"
     for _ in $(seq 120); do
-        alive "$pidfile" || { say "stopped $name (pid $pid)"; return 0; }
+        running "$pid" || { say "stopped $name (pid $pid)"; return 0; }
         sleep 0.25
     done
     kill -KILL "$pid" 2>/dev/null || true
