@@ -53,9 +53,9 @@ class GuerrillaCheckersGame(pyspiel.Game):
         return GuerrillaCheckersState(self)
 
     def state_at(self, position: Game) -> "GuerrillaCheckersState":
-        """A state at a copy of the engine position `position`.  OpenSpiel knows a state by its
-        history, which a bare position does not have: the state's history starts there, so its
-        information-state string and serialization describe only the moves made after it."""
+        """A state at a copy of the engine position `position`.  A bare position has no history:
+        the state's history, and the information-state string made of it, start there
+        (serialization keeps the position: pyspiel pickles the state's attributes with it)."""
         state = GuerrillaCheckersState(self)
         state.engine_game = position.clone()
         return state
