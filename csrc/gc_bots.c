@@ -37,6 +37,15 @@ int gc_bot_choose(gc_state *s, const gc_bot *bot, gc_mcts *ws) {
     }
 }
 
+int gc_batch_bot_choose(gc_state *states, const int32_t *idx, int n, const gc_bot *bot, gc_mcts *ws, int32_t *actions) {
+    for (int k = 0; k < n; k++) {
+        int action = gc_bot_choose(&states[idx[k]], bot, ws);
+        if (action < 0) return action;
+        actions[k] = action;
+    }
+    return 0;
+}
+
 int gc_play_bot_game(gc_state *s, const gc_bot *guerrilla, const gc_bot *coin, gc_mcts *ws, int ply_cap) {
     while (!s->winner) {
         if (s->plies >= ply_cap) {

@@ -27,6 +27,11 @@ typedef struct gc_mcts gc_mcts;
  * action, GC_MCTS_BAD_CONFIG (-2) for an unusable MCTS configuration or workspace. */
 int gc_bot_choose(gc_state *s, const gc_bot *bot, gc_mcts *ws);
 
+/* gc_bot_choose in each game idx[k], writing actions[k] (the positions are unchanged; the
+ * generators advance by the bot's draws).  Returns 0, or the first negative gc_bot_choose result
+ * (actions written up to that game). */
+int gc_batch_bot_choose(gc_state *states, const int32_t *idx, int n, const gc_bot *bot, gc_mcts *ws, int32_t *actions);
+
 /* Plays from the current state to the end, each side choosing with its bot; after `ply_cap`
  * plies COIN is declared the winner (GC_END_PLY_CAP).  Returns the winner, or a negative
  * gc_bot_choose error with the state left where it stopped. */

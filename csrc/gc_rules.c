@@ -98,8 +98,8 @@ void gc_observation(const gc_state *s, uint8_t *obs) {
     obs[113] = s->to_move;
     obs[114] = s->must_capture;
     obs[115] = (uint8_t)(s->previous_cell + 1);
-    obs[116] = 0;
-    obs[117] = 0;
+    obs[116] = s->turn_point;
+    obs[117] = s->turn_stones;
     obs[118] = s->stones_placed;
     obs[119] = (uint8_t)gc_stones_on_board(s);
 }
@@ -130,6 +130,14 @@ static int place_stone(gc_state *s, int point) {
     return captured;
 }
 
+/* A Guerrilla action ended the game after `stones` placements, the last on `point`: the turn
+ * never finished, so its bookkeeping stays visible (observation bytes 116-117). */
+static int end_guerrilla_turn(gc_state *s, int point, int stones, int captured) {
+    s->turn_point = (uint8_t)(point + 1);
+    s->turn_stones = (uint8_t)stones;
+    return captured;
+}
+
 static int coin_has_capture(const gc_state *s, int src) {
     for (int d = 0; d < 4; d++) {
         int dst = GC_COIN_DST[src][d];
@@ -153,11 +161,11 @@ int gc_apply(gc_state *s, int action) {
     int captured;
     s->plies++;
     if (s->to_move == GC_GUERRILLA) {
-        int first = action >> 2;
+        int first = action >> 2, second = GC_SECOND_POINT[first][action & 3];
         captured = place_stone(s, first);
-        if (s->winner) return captured;
-        captured += place_stone(s, GC_SECOND_POINT[first][action & 3]);
-        if (s->winner) return captured;
+        if (s->winner) return end_guerrilla_turn(s, first, 1, captured);
+        captured += place_stone(s, second);
+        if (s->winner) return end_guerrilla_turn(s, second, 2, captured);
         s->to_move = GC_COIN;
     } else {
         int src = action >> 2, d = action & 3;
@@ -165,9 +173,7 @@ int gc_apply(gc_state *s, int action) {
         s->coins = (s->coins & ~(1ULL << src)) | (1ULL << dst);
         captured = (int)(s->stones >> crossed & 1);
         s->stones &= ~(1ULL << crossed);
-        if (captured && s->stones == 0) {
-            s->must_capture = 0;
-            s->previous_cell = -1;
+        if (captured && s->stones == 0) {  /* the chain flags stay as they were, as in the reference */
             finish(s, GC_COIN, GC_END_STONES_WIPED);
             return captured;
         }
@@ -208,14 +214,18 @@ int gc_validate(const gc_state *s) {
         return GC_INVALID_COUNTS;
     if (s->to_move != GC_GUERRILLA && s->to_move != GC_COIN) return GC_INVALID_SIDE;
     if (s->must_capture) {
+        /* A capture that ends the game leaves the chain square it started from, now empty. */
         if (s->to_move != GC_COIN || s->previous_cell < 0 || s->previous_cell >= GC_NUM_SQUARES ||
-            !(s->coins >> s->previous_cell & 1))
+            !(s->coins >> s->previous_cell & 1 || s->winner))
             return GC_INVALID_CHAIN;
     } else if (s->previous_cell != -1) {
         return GC_INVALID_CHAIN;
     }
     if (s->winner > GC_COIN || s->end_reason > GC_END_TIMEOUT || (s->winner == 0) != (s->end_reason == 0))
         return GC_INVALID_RESULT;
+    if (s->turn_stones > 2 || (s->turn_stones == 0) != (s->turn_point == 0) || s->turn_point > GC_NUM_POINTS ||
+        (s->turn_stones && (!s->winner || s->to_move != GC_GUERRILLA || !(s->stones >> (s->turn_point - 1) & 1))))
+        return GC_INVALID_TURN;
     return GC_VALID;
 }
 
@@ -243,11 +253,12 @@ void gc_batch_observe(const gc_state *states, const int32_t *idx, int n, uint8_t
     }
 }
 
-void gc_batch_sample_apply(gc_state *states, const int32_t *idx, int n, const float *logits, int32_t *actions) {
-    for (int k = 0; k < n; k++) {
-        gc_state *s = &states[idx[k]];
-        int a = gc_sample_action(s, logits + (size_t)k * GC_NUM_ACTIONS);
-        actions[k] = a;
-        if (a >= 0) gc_apply(s, a);
-    }
+void gc_batch_sample(gc_state *states, const int32_t *idx, int n, const float *logits, int32_t *actions) {
+    for (int k = 0; k < n; k++) actions[k] = gc_sample_action(&states[idx[k]], logits + (size_t)k * GC_NUM_ACTIONS);
+}
+
+int gc_batch_apply(gc_state *states, const int32_t *idx, int n, const int32_t *actions) {
+    for (int k = 0; k < n; k++)
+        if (gc_apply(&states[idx[k]], actions[k]) < 0) return k;
+    return n;
 }

@@ -46,6 +46,11 @@ typedef struct {
     int8_t previous_cell;   /* the chaining coin's square, -1 when none */
     uint8_t winner;         /* GC_NONE while the game runs */
     uint8_t end_reason;     /* GC_END_* */
+    /* The Guerrilla turn in progress as the reference keeps it (observation bytes 116-117): the
+     * last point placed + 1 and the stones placed this turn.  Actions are whole turns, so both
+     * are 0 between actions; only a Guerrilla action that ends the game leaves them set. */
+    uint8_t turn_point;
+    uint8_t turn_stones;
 } gc_state;
 
 /* Park-Miller "minimal standard" step of BSD rand_r: advances *state and returns the draw. */
@@ -60,7 +65,10 @@ int gc_legal_actions(const gc_state *s, int16_t *out);
 int gc_is_legal(const gc_state *s, int action);
 /* 256 bytes, 1 per legal action (written from gc_legal_boards, 8 bytes at a time). */
 void gc_action_mask(const gc_state *s, uint8_t *mask);
-/* 120 bytes (rules.md §5). */
+/* 120 bytes (rules.md §5).  At a terminal state the last turn's bytes stay as the reference leaves
+ * them: after a COIN capture that ends the game, the chain flag and previous square of the move
+ * (bytes 114-115, those from before it); after a Guerrilla action that ends it, the last point
+ * placed + 1 and the stones placed that turn (bytes 116-117). */
 void gc_observation(const gc_state *s, uint8_t *obs);
 
 /* Applies a legal action and returns the stones or coins it captured; returns -1 and leaves
@@ -74,7 +82,7 @@ void gc_declare_coin_win(gc_state *s, int reason);
 /* Consistency of a state read from outside (0 = fine, else a GC_INVALID_* code). */
 enum {
     GC_VALID = 0, GC_INVALID_BITS, GC_INVALID_COUNTS, GC_INVALID_SIDE,
-    GC_INVALID_CHAIN, GC_INVALID_RESULT
+    GC_INVALID_CHAIN, GC_INVALID_RESULT, GC_INVALID_TURN
 };
 int gc_validate(const gc_state *s);
 
@@ -90,10 +98,13 @@ int gc_action_captures(const gc_state *s, int action);
 int gc_sample_action(gc_state *s, const float *logits);
 
 /* Batched helpers over an array of game states, for players that act on many games at once.
- * `idx` selects n games; outputs are row k for game idx[k]. */
+ * `idx` selects n games; inputs and outputs are row k for game idx[k]. */
 void gc_batch_observe(const gc_state *states, const int32_t *idx, int n, uint8_t *obs, uint8_t *mask);
-/* Samples (gc_sample_action) and applies a move in each selected game; writes the actions. */
-void gc_batch_sample_apply(gc_state *states, const int32_t *idx, int n, const float *logits, int32_t *actions);
+/* gc_sample_action in each selected game (one draw from its generator); writes the actions. */
+void gc_batch_sample(gc_state *states, const int32_t *idx, int n, const float *logits, int32_t *actions);
+/* Applies actions[k] in game idx[k] in order, stopping at the first that is not legal there;
+ * returns n when all were applied, else that k (games from idx[k] on are unchanged). */
+int gc_batch_apply(gc_state *states, const int32_t *idx, int n, const int32_t *actions);
 
 /* ---- Bitboard geometry shared by the rules, the batch env and the MCTS rollouts (inline: hot paths). */
 #define GC_POINTS_ALL ((1ULL << GC_NUM_POINTS) - 1)

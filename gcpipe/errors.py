@@ -1,4 +1,5 @@
 """Errors a user can cause; the CLI prints them as one line and exits non-zero."""
+import numbers
 
 
 class UserError(Exception):
@@ -11,3 +12,8 @@ class MissingExtraError(UserError, ImportError):
     def __init__(self, package: str, extra: str):
         super().__init__(f"{package} is not installed; it comes with gcpipe's '{extra}' extra: "
                          f"pip install 'gcpipe[{extra}]' (in a checkout: pip install -e '.[{extra}]')")
+
+
+def is_int(value) -> bool:
+    """An integer, Python's or numpy's, and not a bool (True is an int to Python, not to a user)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

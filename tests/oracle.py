@@ -1,6 +1,10 @@
 """A pure-Python rules oracle written straight from spec/rules.md §1-§5, independent of csrc/:
 plain lists and coordinates, a full rescan of all squares after every stone (as the reference
-does), no bitboards.  Slow but obvious; tests compare the C engine with it action by action."""
+does), no bitboards.  Slow but obvious; tests compare the C engine with it action by action.
+
+Its bookkeeping follows the reference's: the Guerrilla's turn (last point placed, stones placed
+this turn) and the COIN's chain (flag, previous square) are cleared only when the turn passes,
+so a game that ends in the middle of a turn keeps them (observation bytes 114-117)."""
 
 GUERRILLA, COIN = 1, 2
 STONE_STEPS = ((0, 1), (1, 0), (-1, 0), (0, -1))      # k: down, right, left, up
@@ -29,6 +33,8 @@ class OracleGame:
         self.must_capture = False
         self.previous_cell = None      # (x, y) of the chaining coin
         self.stones_placed = 0
+        self.turn_point = None         # (gx, gy) of the Guerrilla's last stone this turn
+        self.turn_stones = 0           # stones the Guerrilla placed this turn
         self.winner = None
         self.end_reason = "none"
 
@@ -80,6 +86,7 @@ class OracleGame:
     def place(self, point):
         self.stones.add(point)
         self.stones_placed += 1
+        self.turn_point, self.turn_stones = point, self.turn_stones + 1
         surrounded = [sq for sq in self.coins if all(c in self.stones for c in corners(*sq))]
         self.coins -= set(surrounded)
         if not self.coins:
@@ -103,6 +110,7 @@ class OracleGame:
             captured += self.place((gx + dx, gy + dy))
             if self.winner:
                 return captured
+            self.turn_point, self.turn_stones = None, 0
             self.to_move = COIN
         else:
             src, d = divmod(action, 4)
@@ -113,8 +121,7 @@ class OracleGame:
             point = self.crossed(x, y, dx, dy)
             captured = int(point in self.stones)
             self.stones.discard(point)
-            if captured and not self.stones:
-                self.must_capture, self.previous_cell = False, None
+            if captured and not self.stones:      # the chain flags stay as they were
                 self.winner, self.end_reason = COIN, "stones_wiped"
                 return captured
             if captured and self.coin_steps(x + dx, y + dy, captures_only=True):
@@ -136,6 +143,8 @@ class OracleGame:
         obs[113] = self.to_move
         obs[114] = int(self.must_capture)
         obs[115] = 0 if self.previous_cell is None else self.previous_cell[1] * 8 + self.previous_cell[0] + 1
+        obs[116] = 0 if self.turn_point is None else self.turn_point[1] * 7 + self.turn_point[0] + 1
+        obs[117] = self.turn_stones
         obs[118] = self.stones_placed
         obs[119] = len(self.stones)
         return obs

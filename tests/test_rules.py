@@ -129,6 +129,29 @@ def test_chain_that_wipes_all_stones_wins_mid_chain():
     game.apply_action(c_action(sq(2, 2), 3))
     game.apply_action(c_action(sq(3, 3), 3))
     assert game.winner == COIN and game.end_reason == "stones_wiped"
+    # As in the reference, the ending capture leaves the chain as it was: flag set, previous square
+    # (3,3), which the coin has just left.
+    assert game.observation()[113:118].tolist() == [2, 1, sq(3, 3) + 1, 0, 0]
+    assert Game.deserialize(game.serialize()) == game
+
+
+def test_a_game_ended_mid_turn_keeps_the_turns_bytes():
+    """rules.md §5 bytes 114-117 at a terminal state are what the reference leaves there."""
+    # A capture that ends the game as the first of a turn: no chain to keep.
+    game = Game.from_position(stones=[pt(2, 2)], coins=[sq(2, 2), FAR_COIN], to_move=COIN)
+    game.apply_action(c_action(sq(2, 2), 3))
+    assert game.observation()[113:118].tolist() == [2, 0, 0, 0, 0]
+    # The Guerrilla's first stone clears the board: the point + 1 and one stone this turn.
+    game = Game.from_position(coins=[sq(0, 0)], stones=[pt(1, 0)], stones_placed=1)
+    game.apply_action(g_action(pt(0, 0), 0))
+    assert game.winner == GUERRILLA and game.observation()[113:118].tolist() == [1, 0, 0, pt(0, 0) + 1, 1]
+    assert Game.deserialize(game.serialize()) == game
+    # The second stone does: its point + 1 and two stones (square (6,6) has corners (5,5), (6,5),
+    # (5,6), (6,6); the action places (5,6), then (6,6)).
+    game = Game.from_position(coins=[sq(6, 6)], stones=[pt(5, 5), pt(6, 5)], stones_placed=2)
+    game.apply_action(g_action(pt(5, 6), 1))
+    assert game.winner == GUERRILLA and game.observation()[113:118].tolist() == [1, 0, 0, pt(6, 6) + 1, 2]
+    assert Game.deserialize(game.serialize()) == game
 
 
 def test_sixty_sixth_stone_loses_unless_it_clears_the_board():
@@ -180,11 +203,23 @@ def test_serialize_round_trip_and_malformed_input():
     game = Game(99)
     for _ in range(10):
         game.apply_action(game.legal_actions()[len(game.legal_actions()) // 2])
-    again = Game.deserialize(game.serialize())
+    text = game.serialize()
+    assert text.split()[0] == "gc2" and len(text.split()) == 13
+    again = Game.deserialize(text)
     assert again == game and again.legal_actions() == game.legal_actions()
-    for bad in ("", "gc1 1 2 3", "gc2 0 0 1 0 -1 0 0 0 0 0", "gc1 zz 0 1 0 -1 0 0 0 0 0",
-                "gc1 0 0 3 0 -1 0 0 0 0 0", "gc1 0 80000 2 1 -1 0 0 0 0 0", 42):
-        with pytest.raises(UserError):
+    assert again.observation().tolist() == game.observation().tolist() and again.rng_state == game.rng_state
+    start = "gc2 0 80000 1 0 -1 0 0 0 0 1 0 0"
+    assert Game.deserialize(start).coins() == [19]
+    for bad, why in [("", "not a serialized game"), (42, "not a serialized game"),
+                     ("gc1 0 80000 1 0 -1 0 0 0 0 1", "not a serialized game"),
+                     ("gc2 zz 80000 1 0 -1 0 0 0 0 1 0 0", "malformed"),
+                     ("gc2 0 80000 1 0 -1 300 0 0 0 1 0 0", "out of range"),
+                     ("gc2 2000000000000 80000 1 0 -1 0 0 0 0 1 0 0", "out of range"),
+                     ("gc2 0 80000 3 0 -1 0 0 0 0 1 0 0", "no valid side to move"),
+                     ("gc2 0 80000 2 1 5 0 0 0 0 1 0 0", "inconsistent capture chain"),
+                     ("gc2 0 80000 1 0 -1 0 0 2 0 1 0 0", "inconsistent result"),
+                     ("gc2 1 80000 1 0 -1 1 1 0 0 1 1 1", "inconsistent unfinished Guerrilla turn")]:
+        with pytest.raises(UserError, match=why):
             Game.deserialize(bad)
 
 

@@ -5,15 +5,15 @@ import math
 import numpy as np
 import pytest
 
-from gcpipe.engine import Game, VecEnv
-from gcpipe.engine.bots import Bot
+from gcpipe.engine import COIN as C, GUERRILLA as G, Game, VecEnv
+from gcpipe.engine.bots import Bot, BotSpec
 from gcpipe.errors import UserError
 
-G, C = 1, 2          # sides as the env reports them (slot_sides, observation byte 113)
+OBS_G, OBS_C = 1, 2  # the side to move in observation byte 113 (rules.md §5)
 PASS = 255
 U64 = (1 << 64) - 1
 START_LEGAL = 168
-LOG_FIELDS = ["games", "perf", "score", "episode_return", "episode_length", "invalid_rate", "games_as_guerrilla",
+LOG_FIELDS = ["games", "episode_return", "episode_length", "invalid_rate", "games_as_guerrilla",
               "wins_as_guerrilla", "games_as_coin", "wins_as_coin", "slot_0_score", "slot_1_score",
               "slot_0_score_as_guerrilla", "slot_0_score_as_coin", "hist_score", "hist_n",
               *(f"hist_{what}_bank_{i}" for i in range(8) for what in ("score", "n")), "bot_score", "bot_n"]
@@ -50,13 +50,13 @@ class RefEnv:
     def start(self):
         self.rng, draw = splitmix64(self.rng)
         self.game = Game(draw & 0xFFFFFFFF)
-        self.side0 = self.side or (C if draw >> 32 & 1 else G)
+        self.side0 = self.side if self.side is not None else (C if draw >> 32 & 1 else G)
         self.tick = 0
         if not self.selfplay:
             self.bot_replies()
 
     def to_move(self):
-        return self.game.current_player() + 1
+        return self.game.current_player()
 
     def bot_replies(self):  # the random bot: legal[rand() % n] from the game's generator
         while not self.game.is_terminal() and self.to_move() != self.side0:
@@ -79,10 +79,10 @@ class RefEnv:
                 self.bot_replies()
         else:
             rewards[actor] = np.float32(-1)
-        winner = self.game.winner + 1 if self.game.is_terminal() else 0
-        if self.tick >= self.max_len and (not winner or self.game.end_reason == "stalemate"):
+        winner = self.game.winner
+        if self.tick >= self.max_len and (winner is None or self.game.end_reason == "stalemate"):
             winner = C
-        if winner:
+        if winner is not None:
             rewards[0] = np.float32(1 if winner == self.side0 else -1)
             if slots == 2:
                 rewards[1] = -rewards[0]
@@ -98,7 +98,7 @@ class RefEnv:
         pass_only[PASS] = 1
         actor = 0 if self.to_move() == self.side0 else 1
         masks = [mask, pass_only] if actor == 0 else [pass_only, mask]
-        return [obs, obs], masks, [self.side0, G + C - self.side0]
+        return [obs, obs], masks, [self.side0, 1 - self.side0]
 
 
 def random_actions(env: VecEnv, rng: np.random.Generator) -> np.ndarray:
@@ -127,8 +127,8 @@ def assert_matches_reference(env: VecEnv, refs: list[RefEnv]):
         assert list(env.slot_sides[i]) == sides
 
 
-@pytest.mark.parametrize("selfplay,side,max_len", [(True, 0, 256), (True, 1, 24), (True, 2, 40),
-                                                   (False, 1, 30), (False, 2, 256), (False, 0, 50)])
+@pytest.mark.parametrize("selfplay,side,max_len", [(True, None, 256), (True, G, 24), (True, C, 40),
+                                                   (False, G, 30), (False, C, 256), (False, None, 50)])
 def test_matches_python_reference_on_random_action_streams(selfplay, side, max_len):
     n, seed = 6, 12345
     env = VecEnv(n, selfplay=selfplay, side=side, opponent="random", max_episode_length=max_len, seed=seed)
@@ -155,7 +155,7 @@ def test_selfplay_envs_tagged_negative_play_slot_1_with_the_bot(opponent):
     env = VecEnv(n, opponent=opponent, seed=seed)
     env.reset()
     env.opponent_tags[3:] = -1
-    refs = [RefEnv(i, seed, selfplay=True, side=0, max_len=256, slot1_bot=Bot(opponent) if i >= 3 else None)
+    refs = [RefEnv(i, seed, selfplay=True, side=None, max_len=256, slot1_bot=Bot(BotSpec(opponent)) if i >= 3 else None)
             for i in range(n)]
     rng = np.random.default_rng(3)
     games = bot_games = 0
@@ -179,7 +179,7 @@ def test_waiting_slot_may_only_pass_and_actor_gets_the_legal_mask():
     rng = np.random.default_rng(0)
     for _ in range(40):
         for i in range(16):
-            to_move = env.observations[i, 0, 113]
+            to_move = G if env.observations[i, 0, 113] == OBS_G else C
             actor = 0 if env.slot_sides[i, 0] == to_move else 1
             waiting = env.action_masks[i, 1 - actor]
             assert waiting.sum() == 1 and waiting[PASS] == 1
@@ -189,14 +189,14 @@ def test_waiting_slot_may_only_pass_and_actor_gets_the_legal_mask():
 
 
 def test_sides_per_slot():
-    for side, expected in ((1, [G, C]), (2, [C, G])):
+    for side, expected in ((G, [G, C]), (C, [C, G])):
         env = VecEnv(8, side=side, seed=5)
         env.reset()
         assert (env.slot_sides == expected).all()
-        actor = 0 if side == 1 else 1          # Guerrilla moves first
+        actor = 0 if side == G else 1          # Guerrilla moves first
         assert (env.action_masks[:, actor].sum(axis=1) == START_LEGAL).all()
         assert (env.action_masks[:, 1 - actor].sum(axis=1) == 1).all()
-    env = VecEnv(64, side=0, seed=9)
+    env = VecEnv(64, side=None, seed=9)
     env.reset()
     expected = [C if first_draw(9, i) >> 32 & 1 else G for i in range(64)]
     assert list(env.slot_sides[:, 0]) == expected
@@ -205,7 +205,7 @@ def test_sides_per_slot():
 
 
 def test_illegal_action_is_a_penalised_no_op():
-    env = VecEnv(1, side=1, seed=0)
+    env = VecEnv(1, side=G, seed=0)
     env.reset()
     obs, mask = env.observations.copy(), env.action_masks.copy()
     for bad in (PASS, 300, -7):              # pass, out of range above and below
@@ -215,11 +215,11 @@ def test_illegal_action_is_a_penalised_no_op():
         np.testing.assert_array_equal(env.observations, obs)
         np.testing.assert_array_equal(env.action_masks, mask)
     log = env.pop_log()
-    assert log["games"] == 0 and math.isnan(log["perf"])
+    assert log["games"] == 0 and math.isnan(log["slot_0_score"])
 
 
 def test_timeout_counts_illegal_steps_and_coin_wins():
-    env = VecEnv(1, side=1, max_episode_length=3, seed=0)   # slot 0 = Guerrilla
+    env = VecEnv(1, side=G, max_episode_length=3, seed=0)   # slot 0 = Guerrilla
     env.reset()
     env.step(np.array([[PASS, PASS]]))
     env.step(np.array([[PASS, PASS]]))
@@ -230,7 +230,7 @@ def test_timeout_counts_illegal_steps_and_coin_wins():
 
 
 def test_terminal_reward_replaces_the_illegal_penalty():
-    env = VecEnv(1, side=2, max_episode_length=2, seed=0)   # slot 0 = COIN, slot 1 opens
+    env = VecEnv(1, side=C, max_episode_length=2, seed=0)   # slot 0 = COIN, slot 1 opens
     env.reset()
     env.step(np.array([[PASS, 0]]))
     assert list(env.rewards[0]) == [0.0, 0.0]
@@ -245,7 +245,7 @@ def capture_script(actor_side):
     while True:
         game, actions = Game(1), []
         while not game.is_terminal():
-            side = game.current_player() + 1
+            side = game.current_player()
             action = int(rng.choice(game.legal_actions()))
             captured = game.apply_action(action)
             actions.append(action)
@@ -260,7 +260,7 @@ def test_capture_shaping(side):
     env.reset()
     game = Game(0)
     for action in actions:
-        actor_side = game.current_player() + 1
+        actor_side = game.current_player()
         actor = 0 if actor_side == side else 1
         row = [PASS, PASS]
         row[actor] = action
@@ -274,7 +274,7 @@ def test_capture_shaping(side):
 
 
 def test_auto_reset_keeps_the_finished_games_reward():
-    env = VecEnv(2, side=1, max_episode_length=1, seed=4)
+    env = VecEnv(2, side=G, max_episode_length=1, seed=4)
     env.reset()
     start_obs, start_mask = env.observations.copy(), env.action_masks.copy()
     env.step(np.array([[0, PASS], [PASS, PASS]]))      # env 0 legal, env 1 illegal; both time out
@@ -288,7 +288,7 @@ def test_auto_reset_keeps_the_finished_games_reward():
 
 
 def test_bot_mode_coin_agent_sees_the_bots_opening():
-    env = VecEnv(4, selfplay=False, side=2, opponent="random", seed=21)
+    env = VecEnv(4, selfplay=False, side=C, opponent="random", seed=21)
     env.reset()
     assert env.num_slots == 1 and env.observations.shape == (4, 1, 120)
     for i in range(4):
@@ -297,7 +297,7 @@ def test_bot_mode_coin_agent_sees_the_bots_opening():
         opening = game.legal_actions()[game.rng_state % START_LEGAL]
         game.apply_action(opening)
         obs = env.observations[i, 0]
-        assert obs[113] == C and obs[118] == 2 and obs[119] == 2
+        assert obs[113] == OBS_C and obs[118] == 2 and obs[119] == 2
         np.testing.assert_array_equal(obs, game.observation())
         np.testing.assert_array_equal(env.action_masks[i, 0], game.action_mask())
     assert (env.slot_sides == C).all()
@@ -305,12 +305,12 @@ def test_bot_mode_coin_agent_sees_the_bots_opening():
 
 @pytest.mark.parametrize("opponent", ["greedy", "mcts"])
 def test_bot_mode_returns_to_the_agent(opponent):
-    env = VecEnv(3, selfplay=False, side=1, opponent=opponent, mcts_iterations=16, seed=2)
+    env = VecEnv(3, selfplay=False, side=G, opponent=opponent, mcts_iterations=16, seed=2)
     env.reset()
     rng = np.random.default_rng(1)
     games = 0
     for _ in range(60):
-        assert (env.observations[:, 0, 113] == G).all()
+        assert (env.observations[:, 0, 113] == OBS_G).all()
         actions = np.array([[rng.choice(np.flatnonzero(env.action_masks[i, 0]))] for i in range(3)])
         env.step(actions)
         assert set(env.rewards[:, 0][env.terminals[:, 0] == 1]) <= {-1.0, 1.0}
@@ -322,14 +322,14 @@ def test_bot_mode_returns_to_the_agent(opponent):
 
 
 def test_log_fields_on_scripted_games():
-    env = VecEnv(2, side=1, max_episode_length=2, seed=0)   # slot 0 = Guerrilla
+    env = VecEnv(2, side=G, max_episode_length=2, seed=0)   # slot 0 = Guerrilla
     env.reset()
     env.opponent_tags[:] = [0, 3]                          # env 1 plays frozen bank 2
     env.step(np.array([[PASS, PASS], [0, PASS]]))           # env 0 illegal, env 1 legal
     env.step(np.array([[PASS, PASS], [PASS, PASS]]))       # env 0 Guerrilla illegal again; env 1 COIN illegal
     assert (env.terminals == 1).all()                       # both time out: COIN (slot 1) wins
     log = env.pop_log()
-    assert log["games"] == 2 and log["perf"] == 0.0 and log["score"] == 0.0
+    assert log["games"] == 2 and log["slot_0_score"] == 0.0
     assert log["episode_return"] == pytest.approx((-2.0 + -1.0) / 2)  # env 0: -1 then -1; env 1: 0 then -1
     assert log["episode_length"] == 2.0
     assert log["invalid_rate"] == pytest.approx((1.0 + 0.5) / 2)
@@ -341,14 +341,14 @@ def test_log_fields_on_scripted_games():
     assert log["hist_n_bank_2"] == 1 and log["hist_score_bank_2"] == 0.0
     assert all(log[f"hist_n_bank_{i}"] == 0 for i in range(8) if i != 2)
     assert log["bot_n"] == 0 and math.isnan(log["bot_score"])
-    assert set(log) == set(LOG_FIELDS)
+    assert list(log) == LOG_FIELDS
 
-    env = VecEnv(1, side=2, max_episode_length=2, seed=0)   # slot 0 = COIN, wins by timeout
+    env = VecEnv(1, side=C, max_episode_length=2, seed=0)   # slot 0 = COIN, wins by timeout
     env.reset()
     env.step(np.array([[PASS, 0]]))
     env.step(np.array([[PASS, PASS]]))
     log = env.pop_log()
-    assert (log["games"], log["perf"], log["episode_return"], log["invalid_rate"]) == (1, 1.0, 1.0, 0.5)
+    assert (log["games"], log["slot_0_score"], log["episode_return"], log["invalid_rate"]) == (1, 1.0, 1.0, 0.5)
     assert (log["games_as_coin"], log["wins_as_coin"], log["slot_0_score_as_coin"]) == (1, 1, 1.0)
     assert log["hist_n"] == 0 and math.isnan(log["hist_score"])
     assert env.pop_log()["games"] == 0
@@ -375,7 +375,7 @@ def test_same_seed_same_buffers():
 
 
 def test_reset_restarts_the_generators():
-    env = VecEnv(4, side=0, seed=8)
+    env = VecEnv(4, side=None, seed=8)
     env.reset()
     obs, sides = env.observations.copy(), env.slot_sides.copy()
     env.step(random_actions(env, np.random.default_rng(0)))
@@ -457,7 +457,7 @@ def test_saved_state_resumes_exactly():
 
 def test_mcts_bot_mode_is_deterministic():
     def run():
-        env = VecEnv(2, selfplay=False, side=2, opponent="mcts", mcts_iterations=24, mcts_rollout="random", seed=3)
+        env = VecEnv(2, selfplay=False, side=C, opponent="mcts", mcts_iterations=24, mcts_rollout="random", seed=3)
         env.reset()
         frames = [env.observations.tobytes()]
         for _ in range(25):

@@ -5,8 +5,9 @@ broken extension without importing it first."""
 import importlib
 
 _EXPORTS = {
-    "gcpipe.engine.game": ["COIN", "GUERRILLA", "MAX_GAME_LENGTH", "NUM_ACTIONS", "OBS_SIZE", "PASS_ACTION", "TERMINAL_PLAYER",
-                           "Game", "GameBatch", "IllegalActionError", "action_to_string", "string_to_action"],
+    "gcpipe.engine.game": ["COIN", "END_REASONS", "GUERRILLA", "MAX_GAME_LENGTH", "NO_SIDE", "NUM_ACTIONS", "OBS_SIZE", "PASS_ACTION",
+                           "SIDE_NAMES", "TERMINAL_PLAYER", "TOURNAMENT_PLY_CAP", "Game", "GameBatch",
+                           "IllegalActionError", "action_to_string", "string_to_action"],
     "gcpipe.engine.vecenv": ["VecEnv"],
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

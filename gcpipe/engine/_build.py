@@ -16,8 +16,28 @@ SOURCES = sorted(str(p) for p in CSRC.glob("*.c"))
 BASE_CFLAGS = ["-std=c11", "-O3", "-fno-strict-aliasing", "-ffp-contract=off"]
 EXTRA_CFLAGS = shlex.split(os.environ.get("GCPIPE_CFLAGS", ""))
 
-# The C declarations Python sees; they restate csrc/*.h (cffi cannot parse preprocessor lines).
+# The C declarations Python sees.  They restate csrc/*.h (cffi cannot read the headers' preprocessor
+# lines), but every number is left to the compiler ("..."): the constants, enum values and array
+# sizes Python uses come from the C headers through `lib`, never restated.
 CDEF = """
+#define GC_OBS_SIZE ...
+#define GC_NUM_ACTIONS ...
+#define GC_PASS_ACTION ...
+#define GC_STONE_SUPPLY ...
+#define GC_NUM_POINTS ...
+#define GC_NUM_SQUARES ...
+#define GC_TOURNAMENT_PLY_CAP ...
+#define GC_MAX_GAME_PLIES ...
+#define GC_LOG_BANKS ...
+enum { GC_NONE, GC_GUERRILLA, GC_COIN, ... };
+enum { GC_END_NONE, GC_END_COINS_CLEARED, GC_END_STONES_EXHAUSTED, GC_END_STONES_WIPED, GC_END_STALEMATE,
+       GC_END_PLY_CAP, GC_END_TIMEOUT, ... };
+enum { GC_VALID, GC_INVALID_BITS, GC_INVALID_COUNTS, GC_INVALID_SIDE, GC_INVALID_CHAIN, GC_INVALID_RESULT,
+       GC_INVALID_TURN, ... };
+enum { GC_BOT_RANDOM, GC_BOT_GREEDY, GC_BOT_MCTS, ... };
+enum { GC_ROLLOUT_RANDOM, GC_ROLLOUT_GREEDY, ... };
+enum { GC_MCTS_BAD_CONFIG, ... };
+
 typedef struct {
     uint64_t stones;
     uint64_t coins;
@@ -29,6 +49,8 @@ typedef struct {
     int8_t previous_cell;
     uint8_t winner;
     uint8_t end_reason;
+    uint8_t turn_point;
+    uint8_t turn_stones;
 } gc_state;
 
 uint32_t gc_rand(uint32_t *state);
@@ -43,7 +65,8 @@ int gc_validate(const gc_state *s);
 int gc_action_captures(const gc_state *s, int action);
 int gc_sample_action(gc_state *s, const float *logits);
 void gc_batch_observe(const gc_state *states, const int32_t *idx, int n, uint8_t *obs, uint8_t *mask);
-void gc_batch_sample_apply(gc_state *states, const int32_t *idx, int n, const float *logits, int32_t *actions);
+void gc_batch_sample(gc_state *states, const int32_t *idx, int n, const float *logits, int32_t *actions);
+int gc_batch_apply(gc_state *states, const int32_t *idx, int n, const int32_t *actions);
 
 typedef struct {
     int kind;
@@ -57,6 +80,7 @@ int gc_bot_greedy(gc_state *s);
 /* csrc/gc_bots.h (dispatch, game runner) and csrc/gc_mcts.h: the UCT bot */
 typedef struct gc_mcts gc_mcts;
 int gc_bot_choose(gc_state *s, const gc_bot *bot, gc_mcts *ws);
+int gc_batch_bot_choose(gc_state *states, const int32_t *idx, int n, const gc_bot *bot, gc_mcts *ws, int32_t *actions);
 int gc_play_bot_game(gc_state *s, const gc_bot *guerrilla, const gc_bot *coin, gc_mcts *ws, int ply_cap);
 int gc_play_bot_games(int n, const uint32_t *seeds, const gc_bot *guerrilla, const gc_bot *coin,
                       gc_mcts *ws, int ply_cap, uint8_t *winners, uint16_t *plies, uint8_t *end_reasons);
@@ -86,7 +110,7 @@ typedef struct {
     double games_as_coin, wins_as_coin;
     double hist_n, hist_wins;
     double bot_n, bot_wins;
-    double hist_n_bank[8], hist_wins_bank[8];
+    double hist_n_bank[...], hist_wins_bank[...];
 } gc_env_log;
 typedef struct {
     int num_envs;
@@ -113,8 +137,6 @@ int gc_vec_reset(gc_vec *v);
 int gc_vec_step(gc_vec *v);
 int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed);
 void gc_vec_random_actions(gc_vec *v, uint64_t *rng);
-
-#define GC_MAX_GAME_PLIES ...
 
 /* csrc/gc_math.h (static inline; cffi wraps it) and csrc/gc_net.h: network inference for play */
 float gc_expf(float x);
@@ -149,7 +171,7 @@ typedef struct {
     int considered;
     float c_visit, c_scale;
     int value_squash;
-    float value_coef[4];
+    float value_coef[...];
     int rollouts;
     float rollout_weight;
     float temperature;

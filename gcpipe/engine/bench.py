@@ -61,13 +61,13 @@ def bench_mcts(iterations: int = 2000, positions: int = 8, midgame_plies: int = 
     mid-game positions (`midgame_plies` random plies from the start).  Each number is the best of
     `repeats` passes over `positions` searches, so a busy machine disturbs it less."""
     from gcpipe._engine import ffi
-    from gcpipe.engine.bots import ROLLOUTS, Bot
+    from gcpipe.engine.bots import ROLLOUTS, Bot, BotSpec
     from gcpipe.engine.game import Game
 
     if iterations <= 0 or positions <= 0 or midgame_plies < 0 or repeats <= 0:
         raise UserError("iterations, positions and repeats must be positive, midgame_plies >= 0")
     starts = {"opening": [Game(seed + i) for i in range(positions)], "midgame": []}
-    random_bot, attempt = Bot("random"), 0
+    random_bot, attempt = Bot(BotSpec("random")), 0
     while len(starts["midgame"]) < positions:
         game = Game(seed + 1000 + attempt)
         attempt += 1

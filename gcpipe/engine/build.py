@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gcpipe import paths
 from gcpipe.errors import UserError
 from gcpipe.io import atomic_write_text
 
@@ -34,7 +35,7 @@ def compiler_version() -> str:
     return out.splitlines()[0].strip()
 
 
-def rebuild(native: bool = False, record: Path | None = Path("results/engine/build.json")) -> dict:
+def rebuild(native: bool = False, record: Path | None = paths.ENGINE_BUILD) -> dict:
     """Compiles csrc/ into gcpipe/_engine in place (setuptools build_ext --inplace) with the
     flags of gcpipe/engine/_build.py, plus -march=native when asked; writes the build record."""
     if not (REPO / "setup.py").is_file():

@@ -1,5 +1,10 @@
 """One Guerrilla Checkers game in OpenSpiel's vocabulary, and batches of games for batched players.
 
+Sides are OpenSpiel's player ids at the Python surface: GUERRILLA = 0, COIN = 1 (`winner`,
+`current_player`, `GameBatch.to_move`/`winners`, the VecEnv's slot sides).  The C engine's codes
+(GC_GUERRILLA = 1, GC_COIN = 2, 0 for none) are converted here and in vecenv.py only.  Sizes,
+end reasons and the ply cap are the C engine's, read from its headers through cffi.
+
 Actions are the engine's integers (rules.md §2-§3).  The text notation used by `gcpipe play`:
 squares are a capital file A-H (x) and a rank 1-8 (y + 1, rank 1 at the top); points, the
 corners between squares, are a small file a-g and a rank 1-7, point b3 being the corner shared
@@ -13,17 +18,43 @@ import re
 import numpy as np
 
 from gcpipe._engine import ffi, lib
-from gcpipe.errors import UserError
+from gcpipe.errors import UserError, is_int
 
 GUERRILLA, COIN = 0, 1          # OpenSpiel player ids
+NO_SIDE = -1                    # winner of a running game (GameBatch.winners)
 TERMINAL_PLAYER = -4            # OpenSpiel's kTerminalPlayerId
-NUM_ACTIONS, OBS_SIZE, PASS_ACTION = 256, 120, 255
-MAX_GAME_LENGTH = lib.GC_MAX_GAME_PLIES   # no legal game is longer (the proof: csrc/gc_rules.h)
 SIDE_NAMES = ("guerrilla", "coin")
-END_REASONS = ("none", "coins_cleared", "stones_exhausted", "stones_wiped", "stalemate", "ply_cap", "timeout")
+NUM_ACTIONS, OBS_SIZE, PASS_ACTION = lib.GC_NUM_ACTIONS, lib.GC_OBS_SIZE, lib.GC_PASS_ACTION
+NUM_POINTS, NUM_SQUARES, STONE_SUPPLY = lib.GC_NUM_POINTS, lib.GC_NUM_SQUARES, lib.GC_STONE_SUPPLY
+TOURNAMENT_PLY_CAP = lib.GC_TOURNAMENT_PLY_CAP   # rules.md §8: then COIN wins
+MAX_GAME_LENGTH = lib.GC_MAX_GAME_PLIES   # no legal game is longer (the proof: csrc/gc_rules.h)
+
+
+def _enum_names(prefix: str) -> tuple[str, ...]:
+    """The names of a C enum, lower-cased without `prefix`, indexed by their value (0, 1, ...)."""
+    values = {getattr(lib, name): name[len(prefix):].lower() for name in dir(lib) if name.startswith(prefix)}
+    assert sorted(values) == list(range(len(values))), prefix
+    return tuple(values[v] for v in range(len(values)))
+
+
+END_REASONS = _enum_names("GC_END_")        # ("none", "coins_cleared", ..., "timeout"), by GC_END_* code
+_C_SIDES = np.array([lib.GC_GUERRILLA, lib.GC_COIN])   # C code of each Python side
+
+
+def sides_from_c(codes) -> np.ndarray:
+    """C side codes (GC_GUERRILLA, GC_COIN, GC_NONE) as Python sides (GUERRILLA, COIN, NO_SIDE)."""
+    codes = np.asarray(codes)
+    return np.select([codes == lib.GC_GUERRILLA, codes == lib.GC_COIN], [GUERRILLA, COIN], NO_SIDE).astype(np.int8)
+
+
+def side_to_c(side: int) -> int:
+    """The C code of a Python side."""
+    return int(_C_SIDES[side])
 _GUERRILLA_STEPS = ((0, 1), (1, 0), (-1, 0), (0, -1))   # k = down, right, left, up
 _COIN_STEPS = ((-1, -1), (1, -1), (-1, 1), (1, 1))      # d = up-left, up-right, down-left, down-right
-_SERIAL_PREFIX = "gc1"
+_SERIAL_PREFIX = "gc2"
+_SERIAL_FIELDS = ("stones", "coins", "to_move", "must_capture", "previous_cell", "stones_placed", "plies",
+                  "winner", "end_reason", "rng", "turn_point", "turn_stones")
 
 
 class IllegalActionError(UserError):
@@ -49,6 +80,10 @@ def action_to_string(action: int, player: int) -> str:
     return f"{_square_name(src)}-{_square_name(src + dy * 8 + dx)}"
 
 
+_INVALID_STATE = {lib.GC_INVALID_BITS: "bits outside the board", lib.GC_INVALID_COUNTS: "impossible piece counts",
+                  lib.GC_INVALID_SIDE: "no valid side to move", lib.GC_INVALID_CHAIN: "an inconsistent capture chain",
+                  lib.GC_INVALID_RESULT: "an inconsistent result",
+                  lib.GC_INVALID_TURN: "an inconsistent unfinished Guerrilla turn"}
 _MOVE_RE = re.compile(r"^\s*([a-hA-H])([1-8])\s*[-\s]?\s*([a-hA-H])([1-8])\s*$")
 
 
@@ -89,13 +124,13 @@ class Game:
 
     # -- queries ---------------------------------------------------------------------------
     def current_player(self) -> int:
-        return TERMINAL_PLAYER if self._state.winner else self._state.to_move - 1
+        return TERMINAL_PLAYER if self._state.winner else self._side(self._state.to_move)
 
     def is_terminal(self) -> bool:
         return bool(self._state.winner)
 
     def legal_actions(self) -> list[int]:
-        buf = ffi.new("int16_t[256]")
+        buf = ffi.new("int16_t[]", NUM_ACTIONS)
         n = lib.gc_legal_actions(self._state, buf)
         return list(buf[0:n])
 
@@ -105,6 +140,10 @@ class Game:
         return mask
 
     def observation(self) -> np.ndarray:
+        """The 120 bytes of rules.md §5.  At a terminal state they keep what the game's last action
+        left, as the reference does: after a COIN capture that ended the game, bytes 114-115 hold
+        the chain flag and previous square from before that capture; after a Guerrilla action that
+        ended it, bytes 116-117 hold the last point placed + 1 and the stones placed that turn."""
         obs = np.zeros(OBS_SIZE, np.uint8)
         lib.gc_observation(self._state, ffi.from_buffer("uint8_t[]", obs))
         return obs
@@ -113,12 +152,12 @@ class Game:
         """[Guerrilla, COIN]: +1 for the winner, -1 for the loser, zeros while the game runs."""
         if not self._state.winner:
             return [0.0, 0.0]
-        return [1.0, -1.0] if self._state.winner == 1 else [-1.0, 1.0]
+        return [1.0, -1.0] if self.winner == GUERRILLA else [-1.0, 1.0]
 
     @property
     def winner(self) -> int | None:
         """GUERRILLA, COIN or None."""
-        return self._state.winner - 1 if self._state.winner else None
+        return self._side(self._state.winner) if self._state.winner else None
 
     @property
     def end_reason(self) -> str:
@@ -141,16 +180,20 @@ class Game:
         self._state.rng = _uint32(value)
 
     def stones(self) -> list[int]:
-        return [g for g in range(49) if self._state.stones >> g & 1]
+        return [g for g in range(NUM_POINTS) if self._state.stones >> g & 1]
 
     def coins(self) -> list[int]:
-        return [c for c in range(64) if self._state.coins >> c & 1]
+        return [c for c in range(NUM_SQUARES) if self._state.coins >> c & 1]
 
     def action_to_string(self, action: int) -> str:
-        return action_to_string(action, self._state.to_move - 1)
+        return action_to_string(action, self._side(self._state.to_move))
 
     def string_to_action(self, text: str) -> int:
-        return string_to_action(text, self._state.to_move - 1)
+        return string_to_action(text, self._side(self._state.to_move))
+
+    @staticmethod
+    def _side(code: int) -> int:
+        return int(sides_from_c(code))
 
     # -- changes ---------------------------------------------------------------------------
     def apply_action(self, action: int) -> int:
@@ -162,7 +205,7 @@ class Game:
             raise IllegalActionError(f"action {action} is out of range 0..{NUM_ACTIONS - 1}")
         captured = lib.gc_apply(self._state, int(action))
         if captured < 0:
-            why = "the game is over" if self._state.winner else f"it is not legal for {SIDE_NAMES[self._state.to_move - 1]}"
+            why = "the game is over" if self._state.winner else f"it is not legal for {SIDE_NAMES[self.current_player()]}"
             raise IllegalActionError(f"action {action} cannot be played: {why}")
         return captured
 
@@ -172,7 +215,7 @@ class Game:
 
     def sample_action(self, logits: np.ndarray) -> int:
         """The rules.md §9 draw: softmax over the legal logits, one draw from the game's generator
-        (advancing it); the caller applies the action.  The same C routine as GameBatch.sample_apply."""
+        (advancing it); the caller applies the action.  The same C routine as GameBatch.sample."""
         logits = np.ascontiguousarray(logits, dtype=np.float32)
         if logits.shape != (NUM_ACTIONS,):
             raise ValueError(f"logits must have shape ({NUM_ACTIONS},), got {logits.shape}")
@@ -195,32 +238,32 @@ class Game:
     # -- text ------------------------------------------------------------------------------
     def serialize(self) -> str:
         s = self._state
-        return (f"{_SERIAL_PREFIX} {s.stones:013x} {s.coins:016x} {s.to_move} {s.must_capture} "
-                f"{s.previous_cell} {s.stones_placed} {s.plies} {s.winner} {s.end_reason} {s.rng}")
+        values = [getattr(s, name) for name in _SERIAL_FIELDS]
+        return " ".join([_SERIAL_PREFIX, f"{values[0]:013x}", f"{values[1]:016x}", *map(str, values[2:])])
 
     @classmethod
     def deserialize(cls, text: str) -> "Game":
         parts = text.split() if isinstance(text, str) else []
-        if len(parts) != 11 or parts[0] != _SERIAL_PREFIX:
-            raise UserError(f"not a serialized game (expected '{_SERIAL_PREFIX}' and 10 fields): {str(text)[:60]!r}")
+        if len(parts) != 1 + len(_SERIAL_FIELDS) or parts[0] != _SERIAL_PREFIX:
+            raise UserError(f"not a serialized game (expected '{_SERIAL_PREFIX}' and {len(_SERIAL_FIELDS)} fields): "
+                            f"{str(text)[:60]!r}")
         try:
-            stones, coins = int(parts[1], 16), int(parts[2], 16)
-            to_move, must, prev, placed, plies, winner, reason, rng = (int(p) for p in parts[3:])
+            values = [int(parts[1], 16), int(parts[2], 16), *(int(p) for p in parts[3:])]
         except ValueError:
             raise UserError(f"malformed serialized game: {text[:60]!r}") from None
-        limits = [(stones, 1 << 49), (coins, 1 << 64), (to_move, 256), (must, 256), (prev + 128, 256),
-                  (placed, 256), (plies, 1 << 16), (winner, 256), (reason, 256), (rng, 1 << 32)]
-        if any(not 0 <= v < top for v, top in limits):
-            raise UserError(f"serialized game has a field out of range: {text[:60]!r}")
+        fields = dict(zip(_SERIAL_FIELDS, values))
         game = cls.__new__(cls)
-        game._state = ffi.new("gc_state *", {
-            "stones": stones, "coins": coins, "rng": rng, "plies": plies, "stones_placed": placed,
-            "to_move": to_move, "must_capture": must, "previous_cell": prev, "winner": winner, "end_reason": reason})
+        game._state = ffi.new("gc_state *")
+        try:
+            for name, value in fields.items():
+                setattr(game._state, name, value)   # cffi refuses values its field cannot hold
+        except OverflowError:
+            raise UserError(f"serialized game has a field out of range: {text[:60]!r}") from None
+        if fields["stones"] >> NUM_POINTS:
+            raise UserError(f"serialized game has a field out of range: {text[:60]!r}")
         code = lib.gc_validate(game._state)
         if code:
-            what = ("", "bits outside the board", "impossible piece counts", "no valid side to move",
-                    "an inconsistent capture chain", "an inconsistent result")[code]
-            raise UserError(f"serialized game describes an impossible state ({what})")
+            raise UserError(f"serialized game describes an impossible state ({_INVALID_STATE[code]})")
         return game
 
     @classmethod
@@ -231,9 +274,9 @@ class Game:
         stone_bits = sum(1 << g for g in stones)
         coin_bits = sum(1 << c for c in coins)
         placed = len(set(stones)) if stones_placed is None else stones_placed
-        return cls.deserialize(f"{_SERIAL_PREFIX} {stone_bits:x} {coin_bits:x} {to_move + 1} "
+        return cls.deserialize(f"{_SERIAL_PREFIX} {stone_bits:x} {coin_bits:x} {side_to_c(to_move)} "
                                f"{int(chain_coin is not None)} {-1 if chain_coin is None else chain_coin} "
-                               f"{placed} 0 0 0 {_uint32(seed)}")
+                               f"{placed} 0 0 0 {_uint32(seed)} 0 0")
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Game) and self.serialize() == other.serialize()
@@ -254,46 +297,61 @@ class Game:
         lines.insert(2, "     +" + "---+" * 8)
         lines.append("     +" + "---+" * 8)
         if s.winner:
-            status = f"{SIDE_NAMES[s.winner - 1]} won ({END_REASONS[s.end_reason]}) after {s.plies} plies"
+            status = f"{SIDE_NAMES[self.winner]} won ({self.end_reason}) after {s.plies} plies"
         else:
             chain = f", must capture with {_square_name(s.previous_cell)}" if s.must_capture else ""
-            status = f"{SIDE_NAMES[s.to_move - 1]} to move{chain}"
-        lines.append(f"stones placed {s.stones_placed}/66, on board {bin(stones).count('1')}, "
+            status = f"{SIDE_NAMES[self.current_player()]} to move{chain}"
+        lines.append(f"stones placed {s.stones_placed}/{STONE_SUPPLY}, on board {bin(stones).count('1')}, "
                      f"coins {bin(coins).count('1')}; {status}")
         return "\n".join(lines)
 
 
 def _uint32(value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < 2**32:
+    if not is_int(value) or not 0 <= value < 2**32:
         raise UserError(f"a seed is an unsigned 32-bit integer, got {value!r}")
     return int(value)
 
 
-def _state_dtype() -> np.dtype:
-    fields = [("stones", np.uint64), ("coins", np.uint64), ("rng", np.uint32), ("plies", np.uint16),
-              ("stones_placed", np.uint8), ("to_move", np.uint8), ("must_capture", np.uint8),
-              ("previous_cell", np.int8), ("winner", np.uint8), ("end_reason", np.uint8)]
-    return np.dtype({"names": [n for n, _ in fields], "formats": [t for _, t in fields],
-                     "offsets": [ffi.offsetof("gc_state", n) for n, _ in fields],
-                     "itemsize": ffi.sizeof("gc_state")})
-
-
-STATE_DTYPE = _state_dtype()
+_NUMPY_TYPES = {"uint64_t": np.uint64, "uint32_t": np.uint32, "uint16_t": np.uint16, "uint8_t": np.uint8,
+                "int8_t": np.int8}
+# gc_state as a numpy record, every field at its C offset, read from the cffi declaration.
+_STATE_DTYPE = np.dtype({"names": [name for name, _ in ffi.typeof("gc_state").fields],
+                         "formats": [_NUMPY_TYPES[f.type.cname] for _, f in ffi.typeof("gc_state").fields],
+                         "offsets": [f.offset for _, f in ffi.typeof("gc_state").fields],
+                         "itemsize": ffi.sizeof("gc_state")})
 
 
 class GameBatch:
-    """`n` game states in one C array.  `states` is a numpy structured view of it (zero copy), so
-    e.g. `batch.states["winner"]` or `["to_move"]` read all games at once."""
+    """`n` game states in one C array, for players that act on many games at once.  Game i is
+    reset, observed, sampled, moved and read by index; `to_move`, `winners`, `plies` and
+    `end_reasons` read every game at once (sides as GUERRILLA/COIN, NO_SIDE for a running game's
+    winner; end reasons as END_REASONS indices)."""
 
     def __init__(self, n: int):
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
+        if not is_int(n) or n <= 0:
             raise UserError(f"a batch holds at least one game, got {n!r}")
         self.n = int(n)
         self._c_states = ffi.new("gc_state[]", self.n)
-        self.states = np.frombuffer(ffi.buffer(self._c_states), dtype=STATE_DTYPE)
+        self._states = np.frombuffer(ffi.buffer(self._c_states), dtype=_STATE_DTYPE)   # zero copy
         self._obs = np.zeros((self.n, OBS_SIZE), np.uint8)
         self._mask = np.zeros((self.n, NUM_ACTIONS), np.uint8)
         self._actions = np.zeros(self.n, np.int32)
+
+    @property
+    def to_move(self) -> np.ndarray:
+        return sides_from_c(self._states["to_move"])
+
+    @property
+    def winners(self) -> np.ndarray:
+        return sides_from_c(self._states["winner"])
+
+    @property
+    def plies(self) -> np.ndarray:
+        return self._states["plies"].copy()
+
+    @property
+    def end_reasons(self) -> np.ndarray:
+        return self._states["end_reason"].copy()
 
     def reset(self, i: int, seed: int) -> None:
         lib.gc_reset(self._c_states + self._index(i), _uint32(seed))
@@ -304,13 +362,7 @@ class GameBatch:
         game._state = ffi.new("gc_state *", self._c_states[self._index(i)])
         return game
 
-    def apply(self, i: int, action: int) -> int:
-        captured = lib.gc_apply(self._c_states + self._index(i), int(action))
-        if captured < 0:
-            raise IllegalActionError(f"action {action} is not legal in game {i}")
-        return captured
-
-    def observe(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def observe(self, idx) -> tuple[np.ndarray, np.ndarray]:
         """Observations [k,120] and action masks [k,256] of games idx (views of reused buffers)."""
         idx = self._indices(idx)
         k = len(idx)
@@ -318,33 +370,45 @@ class GameBatch:
                              ffi.from_buffer("uint8_t[]", self._mask))
         return self._obs[:k], self._mask[:k]
 
-    def sample_apply(self, idx: np.ndarray, logits: np.ndarray) -> np.ndarray:
-        """Samples a move for each game idx[k] from logits[k] (rules.md §9, the game's own
-        generator) and applies it; returns the actions (-1 where a game had none)."""
+    def sample(self, idx, logits: np.ndarray) -> np.ndarray:
+        """A move for each game idx[k] sampled from logits[k] (rules.md §9: one draw from the game's
+        own generator); the positions are unchanged.  Returns the actions (-1 where a game has none)."""
         idx = self._indices(idx)
         logits = np.ascontiguousarray(logits, dtype=np.float32)
         if logits.shape != (len(idx), NUM_ACTIONS):
             raise ValueError(f"logits must have shape ({len(idx)}, {NUM_ACTIONS}), got {logits.shape}")
-        lib.gc_batch_sample_apply(self._c_states, _i32p(idx), len(idx), ffi.from_buffer("float[]", logits),
-                                  ffi.from_buffer("int32_t[]", self._actions))
+        lib.gc_batch_sample(self._c_states, _i32p(idx), len(idx), ffi.from_buffer("float[]", logits),
+                            ffi.from_buffer("int32_t[]", self._actions))
         return self._actions[:len(idx)].copy()
 
-    def bot_apply(self, idx: np.ndarray, bot, workspace=ffi.NULL) -> None:
-        """Lets the engine bot `bot` (a `gc_bot *`, see BotSpec.c_bot) move in each running game
-        idx[k], drawing from the game's own generator; an MCTS bot needs a node pool `workspace`
-        of more than its iterations."""
-        for i in self._indices(idx):
-            state = self._c_states + int(i)
-            action = lib.gc_bot_choose(state, bot, workspace)
-            if action < 0 or lib.gc_apply(state, action) < 0:
-                raise RuntimeError(f"bot found no move in running game {i} (code {action})")
+    def bot_choose(self, idx, bot, workspace=ffi.NULL) -> np.ndarray:
+        """The engine bot `bot` (a `gc_bot *`, see BotSpec.c_bot)'s move in each running game idx[k],
+        drawing from the game's own generator; the positions are unchanged.  An MCTS bot needs a
+        node pool `workspace` of more than its iterations."""
+        idx = self._indices(idx)
+        code = lib.gc_batch_bot_choose(self._c_states, _i32p(idx), len(idx), bot, workspace,
+                                       ffi.from_buffer("int32_t[]", self._actions))
+        if code < 0:   # running games always have a move, and specs are checked: an engine bug
+            raise RuntimeError(f"the engine bot found no move (code {code})")
+        return self._actions[:len(idx)].copy()
+
+    def apply(self, idx, actions) -> None:
+        """Plays actions[k] in game idx[k]; IllegalActionError names the first that is not legal
+        (the games before it have moved, it and those after it have not)."""
+        idx = self._indices(idx)
+        actions = np.ascontiguousarray(actions, dtype=np.int32)
+        if actions.shape != idx.shape:
+            raise ValueError(f"one action per game: {len(idx)} games, actions of shape {actions.shape}")
+        done = lib.gc_batch_apply(self._c_states, _i32p(idx), len(idx), ffi.from_buffer("int32_t[]", actions))
+        if done < len(idx):
+            raise IllegalActionError(f"action {actions[done]} is not legal in game {idx[done]}")
 
     def draw(self, i: int) -> int:
         """The next value of game i's generator (rules.md §8), which advances: for players whose
         own randomness is seeded from the game's, so it too is a function of the game's seed."""
         return lib.gc_rand(ffi.addressof(self._c_states[self._index(i)], "rng"))
 
-    def declare_coin_win(self, idx: np.ndarray, reason: str) -> None:
+    def declare_coin_win(self, idx, reason: str) -> None:
         """Ends running games idx by an outside rule, as Game.declare_coin_win."""
         code = END_REASONS.index(reason)
         for i in self._indices(idx):

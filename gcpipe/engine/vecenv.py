@@ -3,7 +3,7 @@
 Self-play (`selfplay=True`, two slots): slot 0 is the trainable policy, slot 1 the opponent. Each
 tick both slots receive the same 120-byte observation; the actor slot's mask lists the legal
 actions, the waiting slot's mask allows only 255 (pass), and only the actor slot's action is read.
-`side` 0 draws slot 0's side per game, 1 makes slot 0 the Guerrilla, 2 the COIN.
+`side` None draws slot 0's side per game (rules.md §6's side 0), GUERRILLA or COIN fixes it.
 Bot mode (`selfplay=False`, one slot): slot 0 plays `side` against a built-in bot that replies
 inside `step` (a COIN agent receives the position after the bot's opening).  In self-play, the
 same bot (`opponent`) plays slot 1 of every env whose opponent tag is negative: at slot 1's turns
@@ -28,10 +28,17 @@ import numpy as np
 
 from gcpipe._engine import ffi, lib
 from gcpipe.engine.bots import KINDS, ROLLOUTS
-from gcpipe.engine.game import NUM_ACTIONS, OBS_SIZE
-from gcpipe.errors import UserError
-LOG_BANKS = 8
+from gcpipe.engine.game import COIN, GUERRILLA, NUM_ACTIONS, OBS_SIZE, side_to_c, sides_from_c
+from gcpipe.errors import UserError, is_int
+
 _ZERO_LOG = ffi.new("gc_env_log *")  # all zeros
+LOG_BANKS = len(_ZERO_LOG.hist_n_bank)
+# What pop_log returns, in this order (the trainer's metrics.csv columns).
+LOG_FIELDS = (("games", "episode_return", "episode_length", "invalid_rate", "games_as_guerrilla",
+               "wins_as_guerrilla", "games_as_coin", "wins_as_coin", "slot_0_score", "slot_1_score",
+               "slot_0_score_as_guerrilla", "slot_0_score_as_coin", "hist_score", "hist_n")
+              + tuple(f"hist_{kind}_bank_{i}" for i in range(LOG_BANKS) for kind in ("score", "n"))
+              + ("bot_score", "bot_n"))
 
 
 class VecEnv:
@@ -39,16 +46,17 @@ class VecEnv:
 
     Buffers (attributes, fixed for the env's lifetime; write into them, do not rebind):
     observations uint8 [N, S, 120], action_masks uint8 [N, S, 256], actions int32 [N, S],
-    rewards float32 [N, S], terminals uint8 [N, S], slot_sides uint8 [N, S] (1 Guerrilla,
-    2 COIN, for the game now in `observations`), opponent_tags int32 [N] (self-play: 0 = slot 1
+    rewards float32 [N, S], terminals uint8 [N, S], opponent_tags int32 [N] (self-play: 0 = slot 1
     is the current policy, i + 1 = a frozen opponent from bank i, both only read for the log when
     a game ends, so set an env's tag for its next game right after the step that returned its
-    terminal; negative = the built-in bot plays slot 1, read at every step).
+    terminal; negative = the built-in bot plays slot 1, read at every step).  `slot_sides` int8
+    [N, S] is a fresh array (GUERRILLA or COIN) of the sides in the games now in `observations`.
 
     `pop_log()` summarises the games finished since the last call (all are per-game means
-    unless noted; a mean over no games is NaN):
-      games (count), perf = score = slot_0_score (slot 0's win fraction, 0..1; a "score" is
-      always a win fraction since there are no draws), slot_1_score (1 - slot_0_score),
+    unless noted; a mean over no games is NaN), with the keys of LOG_FIELDS:
+      games (count), slot_0_score (slot 0's win fraction, 0..1 — rules.md §6's perf and score,
+      the same number, logged once; a "score" is always a win fraction since there are no
+      draws), slot_1_score (1 - slot_0_score),
       episode_return (slot 0's summed rewards), episode_length (ticks), invalid_rate (illegal
       actions of either slot / ticks, per game), games_as_guerrilla / games_as_coin /
       wins_as_guerrilla / wins_as_coin (counts for slot 0's side), slot_0_score_as_guerrilla /
@@ -58,22 +66,22 @@ class VecEnv:
       self-play games against the built-in bot, tag < 0) and bot_score (slot 0's win fraction).
     """
 
-    def __init__(self, num_envs: int, *, selfplay: bool = True, side: int = 0, opponent: str = "random",
+    def __init__(self, num_envs: int, *, selfplay: bool = True, side: int | None = None, opponent: str = "random",
                  mcts_iterations: int = 256, mcts_exploration: float = 0.7, mcts_rollout: str = "greedy",
                  max_episode_length: int = 256, seed: int = 0):
         self._vec = None
-        if not _is_int(num_envs) or num_envs <= 0:
+        if not is_int(num_envs) or num_envs <= 0:
             raise UserError(f"num_envs must be a positive integer, got {num_envs!r}")
-        if not _is_int(side) or side not in (0, 1, 2):
-            raise UserError(f"side must be 0 (random), 1 (Guerrilla) or 2 (COIN), got {side!r}")
-        if not _is_int(max_episode_length) or max_episode_length <= 0:
+        if side is not None and side not in (GUERRILLA, COIN):
+            raise UserError(f"side must be None (random), GUERRILLA ({GUERRILLA}) or COIN ({COIN}), got {side!r}")
+        if not is_int(max_episode_length) or max_episode_length <= 0:
             raise UserError(f"max_episode_length must be a positive integer, got {max_episode_length!r}")
-        if not _is_int(seed) or not 0 <= seed < 2**32:
+        if not is_int(seed) or not 0 <= seed < 2**32:
             raise UserError(f"seed must be an unsigned 32-bit integer, got {seed!r}")
         if opponent not in KINDS:
             raise UserError(f"unknown opponent {opponent!r}; choose one of {', '.join(KINDS)}")
         if opponent == "mcts":
-            if not _is_int(mcts_iterations) or mcts_iterations <= 0:
+            if not is_int(mcts_iterations) or mcts_iterations <= 0:
                 raise UserError(f"mcts_iterations must be a positive integer, got {mcts_iterations!r}")
             if not isinstance(mcts_exploration, (int, float)) or not math.isfinite(mcts_exploration) \
                     or mcts_exploration < 0:
@@ -96,11 +104,11 @@ class VecEnv:
         vec = ffi.new("gc_vec *")
         vec.num_envs = n
         vec.selfplay = int(self.selfplay)
-        vec.side = int(side)
+        vec.side = 0 if side is None else side_to_c(side)
         vec.max_episode_length = int(max_episode_length)
         vec.seed = int(seed)
         vec.bot = {"kind": KINDS[opponent], "iterations": int(mcts_iterations),
-                   "exploration": float(mcts_exploration), "rollout": ROLLOUTS.get(mcts_rollout, 1)}
+                   "exploration": float(mcts_exploration), "rollout": ROLLOUTS.get(mcts_rollout, 0)}
         vec.envs = self._envs
         # The C struct points into the numpy arrays; the attributes keep them alive.
         vec.observations = ffi.from_buffer("uint8_t[]", self._observations)
@@ -124,7 +132,10 @@ class VecEnv:
     rewards = property(lambda self: self._rewards)
     terminals = property(lambda self: self._terminals)
     opponent_tags = property(lambda self: self._opponent_tags)
-    slot_sides = property(lambda self: self._slot_sides)
+
+    @property
+    def slot_sides(self) -> np.ndarray:
+        return sides_from_c(self._slot_sides)
 
     def reset(self) -> None:
         """Restarts the generators from the seed, clears the log and starts a game in every env."""
@@ -158,8 +169,6 @@ class VecEnv:
         wins = log.slot0_wins
         out = {
             "games": games,
-            "perf": _mean(wins, games),
-            "score": _mean(wins, games),
             "episode_return": _mean(log.episode_return, games),
             "episode_length": _mean(log.episode_length, games),
             "invalid_rate": _mean(log.invalid_rate, games),
@@ -173,12 +182,12 @@ class VecEnv:
             "slot_0_score_as_coin": _mean(log.wins_as_coin, log.games_as_coin),
             "hist_score": _mean(log.hist_wins, log.hist_n),
             "hist_n": log.hist_n,
-            "bot_score": _mean(log.bot_wins, log.bot_n),
-            "bot_n": log.bot_n,
         }
         for i in range(LOG_BANKS):
             out[f"hist_score_bank_{i}"] = _mean(log.hist_wins_bank[i], log.hist_n_bank[i])
             out[f"hist_n_bank_{i}"] = log.hist_n_bank[i]
+        out["bot_score"] = _mean(log.bot_wins, log.bot_n)
+        out["bot_n"] = log.bot_n
         self._vec.log = _ZERO_LOG[0]
         return out
 
@@ -240,10 +249,6 @@ class VecEnv:
             if low < np.iinfo(np.int32).min or high > np.iinfo(np.int32).max:
                 raise UserError(f"actions must fit in int32, got values in [{low}, {high}]")
         np.copyto(self._actions, actions, casting="unsafe")
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def _mean(total: float, count: float) -> float:
