@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from gcpipe import paths
+from gcpipe.config import player_book
 from gcpipe.match import match
 from gcpipe.match.ledger import wilson_interval
 
@@ -24,18 +26,19 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("players", nargs="+")
     parser.add_argument("--games", type=int, default=300)
-    parser.add_argument("--out", type=Path, default=Path("results/strength"))
+    parser.add_argument("--out", type=Path, default=paths.RESULTS / "strength")
     parser.add_argument("--roster", type=int, default=20)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--config", default=None)
     args = parser.parse_args(argv[:split])
     opponents = argv[split + 1:]
+    book = player_book(args.config)
     for p, player in enumerate(args.players):
         for o, opponent in enumerate(opponents):
             a, b = args.roster + 2 * p, args.roster + 2 * len(args.players) + o
             cells = {}
             for side, (g, c, rg, rc) in (("guerrilla", (player, opponent, a, b)), ("coin", (opponent, player, b, a))):
-                result = match(g, c, args.games, config=args.config, workers=args.workers, progress=False,
+                result = match(g, c, args.games, book=book, workers=args.workers, progress=False,
                                out=args.out / f"{side}_{p}_{o}.jsonl", roster_g=rg, roster_c=rc)
                 cells[side] = result.summary
             guerrilla, coin = cells["guerrilla"], cells["coin"]

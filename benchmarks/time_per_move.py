@@ -12,47 +12,36 @@ import time
 
 import numpy as np
 
-from gcpipe.engine import GameBatch
-from gcpipe.engine.bots import Bot
-from gcpipe.match.players import PlayerBook
-from gcpipe.match.runner import game_seed
+from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, GameBatch
+from gcpipe.match import game_seed
+from gcpipe.players import PlayerBook, parse_spec
 
 
 def decision_seconds(spec: str, games: int) -> tuple[int, float]:
-    player = PlayerBook().resolve(spec)
-    greedy = Bot("greedy")
-    if player.kind == "search":
-        from gcpipe.search.player import SearchPlayer
-        searcher = SearchPlayer(player.path, player.search)
-        searcher.start(1)
-    else:
-        bot = Bot(player.bot)
+    """Decisions of `spec` and their CPU seconds over 2 * games games against greedy, through the
+    player protocol (gcpipe.protocol) on one-game batches."""
+    timed, greedy = PlayerBook().resolve(spec).runtime(), parse_spec("greedy").runtime()
+    for player in (timed, greedy):
+        player.start(1)
     decisions, seconds = 0, 0.0
     slot = np.zeros(1, np.int32)
     for g in range(games):
-        for side in (1, 2):
+        for side in (GUERRILLA, COIN):
             batch = GameBatch(1)
-            batch.reset(0, game_seed(30, 31, 2 * g + side))
-            if player.kind == "search":
-                searcher.new_games(slot)
-            while not batch.states["winner"][0]:
-                if batch.states["to_move"][0] == side:
+            batch.reset(0, game_seed(30, 31, 2 * g + 1 + side))
+            for player in (timed, greedy):
+                player.new_games(slot)
+            while batch.winners[0] == NO_SIDE:
+                if batch.to_move[0] == side:
+                    greedy.observe(batch, slot)
                     start = time.thread_time()
-                    if player.kind == "search":
-                        action = int(searcher.choose(batch, slot)[0])
-                    else:
-                        game = batch.game(0)
-                        action = bot.choose(game)
-                        batch.states["rng"][0] = game.rng_state
+                    action = timed.choose(batch, slot)
                     seconds += time.thread_time() - start
                     decisions += 1
                 else:
-                    if player.kind == "search":
-                        searcher.observe(batch, slot)
-                    game = batch.game(0)
-                    action = greedy.choose(game)
-                    batch.states["rng"][0] = game.rng_state
-                batch.apply(0, action)
+                    timed.observe(batch, slot)
+                    action = greedy.choose(batch, slot)
+                batch.apply(slot, action)
     return decisions, seconds
 
 

@@ -1,11 +1,12 @@
-"""The `gcpipe` command line: each subcommand parses its arguments and calls one library function."""
+"""The `gcpipe` command line: each subcommand parses its arguments, calls one library function and
+prints its result (the text formats of match results are here)."""
 import sys
 from pathlib import Path
 
 import typer
 from typer.core import TyperGroup
 
-from gcpipe import __version__
+from gcpipe import __version__, paths
 from gcpipe.errors import UserError
 
 
@@ -43,7 +44,7 @@ def main(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 @app.command()
 def build(native: bool = typer.Option(False, "--native", help="Add -march=native (measure: it can be slower)."),
-          record: Path = typer.Option(Path("results/engine/build.json"), help="Where to write the build record.")):
+          record: Path = typer.Option(paths.ENGINE_BUILD, help="Where to write the build record.")):
     """Recompile the C engine in place and write the build record (compiler, flags, source hash)."""
     from gcpipe.engine.build import rebuild
 
@@ -90,10 +91,10 @@ def train(run: str = typer.Argument(..., help="The run's name under `runs:` in t
                                                                "iteration plays its games in as many processes."),
           init: Path = typer.Option(None, "--init", help="Start from this checkpoint (overrides the run's init_run).")):
     """Train RUN (PPO or expert iteration): checkpoints, metrics.csv, resume state and final.bin in the run folder."""
-    from gcpipe.train.config import load_run_config
+    from gcpipe.config import run_config
     from gcpipe.train.run import train as run_training
 
-    folder = run_training(run, load_run_config(config, run), out, restart=restart, threads=threads, init=init)
+    folder = run_training(run, run_config(config, run), out, restart=restart, threads=threads, init=init)
     typer.echo(f"{run}: {folder / 'final.bin'}" if (folder / "final.bin").exists() else f"{run}: stopped, state in {folder}")
 
 
@@ -112,10 +113,11 @@ def match(guerrilla: str = typer.Argument(..., metavar="G", help=_PLAYER_HELP),
 
     Seeds follow rules.md §8 with roster positions: --roster-g/--roster-c, else the player's
     `roster`, else its index in the config's players, else its place on this command line."""
-    from gcpipe.match import format_match, match as play_match
+    from gcpipe.config import player_book
+    from gcpipe.match import match as play_match
 
-    result = play_match(guerrilla, coin, games, config=config, first_game=first_game, out=out, workers=workers,
-                        roster_g=roster_g, roster_c=roster_c, progress=not quiet)
+    result = play_match(guerrilla, coin, games, book=player_book(config), first_game=first_game, out=out,
+                        workers=workers, roster_g=roster_g, roster_c=roster_c, progress=not quiet)
     typer.echo(format_match(result))
 
 
@@ -134,33 +136,35 @@ def compare(candidate: str = typer.Argument(..., help=_PLAYER_HELP),
                                           help="SPRT: stop undecided after N games, both sides together "
                                                "(default 2 x --games)."),
             config: Path = _CONFIG_OPTION,
-            out: Path = typer.Option(Path("results/compare"), "--out", help="Folder for the cell ledgers and the summary."),
+            out: Path = typer.Option(paths.COMPARE, "--out", help="Folder for the cell ledgers and the summary."),
             workers: int = _WORKERS_OPTION,
             quiet: bool = _QUIET_OPTION):
     """Candidate vs baseline in game pairs (game g once on each side), with 95% intervals.
 
     Without --sprt: --games pairs plus both self cells.  With --sprt: pairs until the sequential
     test decides ("H0 accepted" / "H1 accepted") or --max-games; resumable like every match."""
-    from gcpipe.match.compare import compare as play_compare, format_compare, sprt_test
+    from gcpipe.config import player_book
+    from gcpipe.match.compare import compare as play_compare, sprt_test
 
     test = sprt_test(sprt, alpha, beta, sprt_model)
-    typer.echo(format_compare(play_compare(candidate, baseline, games, config=config, out_dir=out, workers=workers,
-                                           progress=not quiet, sprt=test, max_games=max_games)))
+    typer.echo(format_compare(play_compare(candidate, baseline, games, book=player_book(config), out_dir=out,
+                                           workers=workers, progress=not quiet, sprt=test, max_games=max_games)))
 
 
 @app.command()
 def tournament(players: list[str] = typer.Argument(..., metavar="PLAYER...", help=_PLAYER_HELP),
                games: int = typer.Option(100, "--games", help="Games per cell."),
                config: Path = _CONFIG_OPTION,
-               out: Path = typer.Option(Path("results/matches"), "--out", help="Folder for the cell ledgers."),
+               out: Path = typer.Option(paths.MATCHES, "--out", help="Folder for the cell ledgers."),
                workers: int = _WORKERS_OPTION,
                quiet: bool = _QUIET_OPTION):
     """Every player as Guerrilla against every player as COIN; prints the "Gwins-Cwins" cross table
     (rows Guerrilla, columns COIN)."""
-    from gcpipe.match import format_crosstable, tournament as play_tournament
+    from gcpipe.config import player_book
+    from gcpipe.match import tournament as play_tournament
 
-    typer.echo(format_crosstable(play_tournament(players, games, config=config, out_dir=out, workers=workers,
-                                                 progress=not quiet)))
+    typer.echo(format_crosstable(play_tournament(players, games, book=player_book(config), out_dir=out,
+                                                 workers=workers, progress=not quiet)))
 
 
 @app.command()
@@ -207,9 +211,8 @@ def show_config(path: str = typer.Argument(..., metavar="CONFIG", help="A pipeli
 def provenance(artifacts: list[str] = typer.Argument(None, metavar="FILE...",
                                                      help="Result files to record SHA-256 digests of."),
                config: str = typer.Option(..., "--config", help="The resolved config the results were made with."),
-               build_record: str = typer.Option("results/engine/build.json", "--build",
-                                                help="The engine build record."),
-               out: str = typer.Option("results/provenance.json", "--out", help="Where to write the record.")):
+               build_record: str = typer.Option(str(paths.ENGINE_BUILD), "--build", help="The engine build record."),
+               out: str = typer.Option(str(paths.PROVENANCE), "--out", help="Where to write the record.")):
     """Record config, package versions, engine build flags, git commit and result digests."""
     from gcpipe.provenance import write_provenance
 
@@ -247,7 +250,7 @@ def values(checkpoints: list[str] = typer.Argument(..., metavar="[NAME=]CHECKPOI
     Brier scores per side to move and reliability diagrams."""
     from gcpipe.io import atomic_write_bytes, atomic_write_json
     from gcpipe.report import reliability_png
-    from gcpipe.search.values import value_accuracy
+    from gcpipe.train.values import value_accuracy
 
     pairs = [_name_and_path(text) for text in checkpoints]
     named = dict(pairs)
@@ -424,7 +427,69 @@ def play(side: str = typer.Option("guerrilla", "--side", help="The side you play
          seed: int = typer.Option(1, "--seed", help="The game's generator seed (the opponent's draws)."),
          config: Path = typer.Option(None, "--config", help="Pipeline config whose players can be named.")):
     """Play a game in the terminal against a bot or a network (moves like d4-d5 or D3-C4)."""
+    from gcpipe.config import player_book
     from gcpipe.play import play as run
 
-    run(side, opponent, seed=seed, config=config)
+    run(side, opponent, seed=seed, book=player_book(config))
+
+
+# -- text of match results --------------------------------------------------------------------
+def format_match(result) -> str:
+    """One line per cell: wins each way, the Guerrilla win rate with its 95% interval, mean plies."""
+    s = result.summary
+    low, high = s["guerrilla_win_rate_ci95"]
+    return (f"{s['cell']}: {s['games']} games, Guerrilla {s['guerrilla']} {s['guerrilla_wins']} - "
+            f"COIN {s['coin']} {s['coin_wins']} (Guerrilla {_percent(s['guerrilla_win_rate'])}, "
+            f"95% CI {_percent(low)}-{_percent(high)}), mean {s['mean_plies']:.1f} plies; "
+            f"ledger {result.ledger}")
+
+
+def format_crosstable(result) -> str:
+    """The published "Gwins-Cwins" table: rows play Guerrilla, columns play COIN."""
+    names = [p.name for p in result.players]
+    rows = [["Guerrilla / COIN", *names]]
+    for g in names:
+        rows.append([g] + [f"{result.cells[(g, c)].summary['guerrilla_wins']}-"
+                           f"{result.cells[(g, c)].summary['coin_wins']}" for c in names])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                               for i, (cell, w) in enumerate(zip(row, widths))) for row in rows)
+
+
+def format_compare(result) -> str:
+    """The decision (SPRT), the candidate's results on each side, the pairs and the Elo estimate,
+    then the self cells (fixed-size comparisons only)."""
+    from gcpipe.engine import SIDE_NAMES
+
+    s = result.summary
+    candidate, baseline = s["candidate"], s["baseline"]
+    lines = [f"{candidate} (candidate) vs {baseline} (baseline): {s['pairs']} game pairs ({s['games']} games)"]
+    if result.sprt is not None:
+        t = s["sprt"]
+        lower, upper = t["bounds"]
+        lines.append(f"  SPRT {result.sprt.describe()}: {t['decision']} after {s['pairs']} pairs, "
+                     f"LLR {t['llr']:+.2f} (bounds {lower:.2f}, {upper:.2f})")
+    for side in SIDE_NAMES:
+        record = s[f"candidate_as_{side}"]
+        low, high = record["win_rate_ci95"]
+        label = f"candidate as {'Guerrilla' if side == 'guerrilla' else 'COIN'}:"
+        lines.append(f"  {label:<23} {record['wins']}-{record['games'] - record['wins']} "
+                     f"({_percent(record['win_rate'])}, 95% CI {_percent(low)}-{_percent(high)})")
+    pairs = s["pair_results"]
+    lines.append(f"  pairs: won both {pairs['won_both']}, split {pairs['split']}, lost both {pairs['lost_both']} "
+                 f"(score {_percent(s['score'])})")
+    lines.append(f"  Elo {s['elo']:+.1f} (95% CI {s['elo_ci95'][0]:+.1f} to {s['elo_ci95'][1]:+.1f}), "
+                 f"nElo {s['nelo']:+.1f} (95% CI {s['nelo_ci95'][0]:+.1f} to {s['nelo_ci95'][1]:+.1f}), "
+                 f"LOS {_percent(s['los'])}")
+    if result.sprt is None:
+        for name in (candidate, baseline):
+            cell = result.cells[(name, name)].summary
+            lines.append(f"  self cell {cell['cell']}: {cell['guerrilla_wins']}-{cell['coin_wins']} "
+                         f"(Guerrilla {_percent(cell['guerrilla_win_rate'])})")
+    lines.append(f"  summary: {result.summary_path}")
+    return "\n".join(lines)
+
+
+def _percent(rate: float) -> str:
+    return f"{100 * rate:.1f}%"
 

@@ -2,29 +2,21 @@
 
 Moves use the notation of gcpipe.engine.game: a Guerrilla move names its two points ("d4-d5"),
 a COIN move its source and destination squares ("D3-C4"); "#N" plays action N.  At the prompt,
-"moves" lists every legal move, "board" redraws the board, "quit" ends the game.
+"moves" lists every legal move, "board" redraws the board, "quit" ends the game.  The opponent
+plays through the player protocol (gcpipe.players) in a batch of one game.
 """
 from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from gcpipe.engine import COIN, GUERRILLA, Game, IllegalActionError
+import numpy as np
+
+from gcpipe.engine import SIDE_NAMES, Game, GameBatch, IllegalActionError
 from gcpipe.errors import UserError
+from gcpipe.players import PlayerBook
 
-SIDES = {"guerrilla": GUERRILLA, "coin": COIN}
 _HINT_COUNT = 12
-
-
-def make_opponent(spec: str, config=None, seed: int = 1):
-    """An opponent from a player spec or a config player name (checked before the game starts), on
-    one game from generator seed `seed`: the single-game player protocol of gcpipe.match.replay
-    (a full-turn net or a search player also steps on the person's plies, rules.md §9)."""
-    from gcpipe.match.players import PlayerBook
-    from gcpipe.match.replay import single_game_player
-
-    book = PlayerBook.from_config_file(config) if config else PlayerBook()
-    player = book.resolve(spec)
-    return single_game_player(player, seed), player.name
+_SLOT = np.zeros(1, np.int32)   # the one game
 
 
 def legal_move_hint(game: Game, everything: bool = False) -> str:
@@ -34,33 +26,39 @@ def legal_move_hint(game: Game, everything: bool = False) -> str:
     return f"{len(moves)} legal moves, e.g. " + " ".join(moves[:_HINT_COUNT]) + " ... ('moves' lists all)"
 
 
-def play(side: str, opponent_spec: str, seed: int = 1, config=None,
+def play(side: str, opponent_spec: str, seed: int = 1, book: PlayerBook | None = None,
          read_line: Callable[[str], str] = input, write: Callable[[str], None] = print) -> Game:
-    """Runs one game; returns it finished (or as it stood when the person quit)."""
-    if side not in SIDES:
+    """Runs one game against the player `opponent_spec` (a short spec or a name in `book`); returns
+    it finished (or as it stood when the person quit).  Bad input fails before the game starts."""
+    if side not in SIDE_NAMES:
         raise UserError(f"side must be 'guerrilla' or 'coin', got '{side}'")
-    human = SIDES[side]
-    opponent, name = make_opponent(opponent_spec, config, seed)
-    game = Game(seed)
-    write(f"You play {side} against {name}. Type 'moves' for the legal moves, 'quit' to stop.")
+    human = SIDE_NAMES.index(side)
+    definition = (book or PlayerBook()).resolve(opponent_spec)
+    opponent = definition.runtime()
+    games = GameBatch(1)
+    games.reset(0, seed)
+    opponent.start(1)
+    opponent.new_games(_SLOT)
+    game = games.game(0)
+    write(f"You play {side} against {definition.name}. Type 'moves' for the legal moves, 'quit' to stop.")
     write(str(game))
     while not game.is_terminal():
         if game.current_player() == human:
-            opponent.observe(game)
+            opponent.observe(games, _SLOT)
             action = _ask_move(game, read_line, write)
             if action is None:
                 write("Game abandoned.")
                 return game
             mover = "you"
         else:
-            action = opponent.choose(game)
-            mover = name
+            action = int(opponent.choose(games, _SLOT)[0])
+            mover = definition.name
         text = game.action_to_string(action)
-        game.apply_action(action)
-        opponent.follow(action)
+        games.apply(_SLOT, [action])
+        game = games.game(0)
         write(f"{mover}: {text}")
         write(str(game))
-    write("You win!" if game.winner == human else f"{name} wins.")
+    write("You win!" if game.winner == human else f"{definition.name} wins.")
     return game
 
 

@@ -1,25 +1,25 @@
 """Expert iteration (gcpipe/train/expert.py): the improved-policy target against a hand computation,
 the loss on packed whole games, exact resume, and learning in a CI-sized run."""
 import csv
-import json
 
 import numpy as np
 import pytest
 import torch
 
-from gcpipe.engine import GameBatch
+from gcpipe.engine import COIN, GUERRILLA, NO_SIDE
 from gcpipe.errors import UserError
 from gcpipe.nn import checkpoint as ckpt
 from gcpipe.nn.inference import OUTPUTS, CompiledNet
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.match import match
+from gcpipe.players import define
 from gcpipe.search.searcher import Searcher
 from gcpipe.search.settings import make_settings
 from gcpipe.train.config import make_config
 from gcpipe.train.expert import (MAX_PLIES, ExpertIteration, expert_loss, game_seed, pack_rows, play_games,
                                  sharpen, stack_rows)
 from gcpipe.train.run import train
-from test_search import _midgame, _state_bytes
+from test_search import _batch, _midgame
 
 EXPERT = dict(algorithm="expert", selfplay_games=16, replay_games=32, search_simulations=4,
               expert_minibatch_rows=8, checkpoint_interval=1)
@@ -44,8 +44,7 @@ def test_improved_policy_matches_a_hand_computation():
         model.decoder.weight[255:] *= 10.0                          # values well away from zero
     net = CompiledNet(model)
     settings = make_settings(simulations=2, considered=2)
-    batch = GameBatch(1)
-    batch.states[:] = np.frombuffer(_state_bytes(game), dtype=batch.states.dtype)
+    batch = _batch([game])
     searcher = Searcher(settings, net, 1)
     result = searcher.run(batch, np.zeros(1), net.new_states(1), np.zeros(1), want_policy=True)
     out = np.zeros((1, OUTPUTS), np.float32)
@@ -83,11 +82,12 @@ def test_packed_rows_hold_whole_games_from_zero_states():
     model = MinGRUPolicy(generator=torch.Generator().manual_seed(5))
     from gcpipe.nn.inference import net_arrays
     games = play_games(net_arrays(model), make_settings(simulations=4), np.arange(1, 13, dtype=np.uint32) * 7919,
-                       np.array([0] * 8 + [1, 2, 1, 2]), "greedy")
+                       np.array([NO_SIDE] * 8 + [GUERRILLA, COIN, GUERRILLA, COIN]), define("greedy", {"kind": "greedy"}))
     assert len(games) == 12 and all(g.plies <= MAX_PLIES for g in games)
-    versus = [g for g in games if g.search_side]
+    versus = [g for g in games if g.search_side != NO_SIDE]
     assert all(g.searched.sum() < g.plies for g in versus)            # the bot's plies carry no target
-    assert all(g.searched.all() for g in games if not g.search_side)
+    assert all((g.searched == (g.movers == g.search_side)).all() for g in versus)   # exactly its own plies
+    assert all(g.searched.all() for g in games if g.search_side == NO_SIDE)
     rows = pack_rows(games, np.arange(12))
     assert sorted(i for row in rows for i in row) == list(range(12))
     assert all(sum(games[i].plies for i in row) <= MAX_PLIES for row in rows)
@@ -110,7 +110,7 @@ def test_games_do_not_depend_on_the_worker_count():
     two.collect()
     assert [g.obs.tobytes() + g.targets.tobytes() for g in one.games] == \
         [g.obs.tobytes() + g.targets.tobytes() for g in two.games]
-    assert sum(g.search_side != 0 for g in one.games) == 4
+    assert sum(g.search_side != NO_SIDE for g in one.games) == 4
 
 
 def test_bot_games_use_the_configured_mcts():

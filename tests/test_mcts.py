@@ -11,9 +11,16 @@ import pytest
 
 from gcpipe._engine import ffi, lib
 from gcpipe.engine import COIN, GUERRILLA, Game
-from gcpipe.engine.bots import Bot, BotSpec, parse_bot, play_games
+from gcpipe.engine.bots import Bot, BotSpec, play_games
 from gcpipe.errors import UserError
 from gcpipe.match.runner import game_seed
+from gcpipe.players import parse_spec
+
+
+def spec(text: str) -> BotSpec:
+    """The engine bot of a short player spec ("mcts:64:0.7:random")."""
+    player = parse_spec(text)
+    return BotSpec(player.kind, **player.settings)
 
 
 def park_miller(state: int) -> int:
@@ -104,7 +111,7 @@ def c_mcts(game: Game, iterations: int, c: float = 0.7, rollout: str = "greedy")
 def position_after(seed: int, plies: int) -> Game:
     """The position reached by random play from `seed`."""
     game = Game(seed)
-    bot = Bot("random")
+    bot = Bot(spec("random"))
     for _ in range(plies):
         game.apply_action(bot.choose(game))
     return game
@@ -145,7 +152,7 @@ def test_single_legal_action_returns_it_without_a_draw():
     assert game.legal_actions() == [36]
     before = game.rng_state
     assert c_mcts(game, 500) == 36
-    assert Bot("mcts:500").choose(game) == 36
+    assert Bot(spec("mcts:500")).choose(game) == 36
     assert game.rng_state == before
 
 
@@ -153,8 +160,8 @@ def test_finds_the_immediate_winning_capture():
     # The last coin, on square D4 (27), misses only the corners 23 and 24: placing both wins.
     game = Game.from_position(stones=[16, 17], coins=[27], to_move=GUERRILLA, stones_placed=30, seed=7)
     winning = {23 * 4 + 1, 24 * 4 + 2}
-    for spec in ("mcts:200", "mcts:200:0.7:random", "mcts:400:1.4:random"):
-        action = Bot(spec).choose(game.clone())
+    for text in ("mcts:200", "mcts:200:0.7:random", "mcts:400:1.4:random"):
+        action = Bot(spec(text)).choose(game.clone())
         assert action in winning
         after = game.clone()
         after.apply_action(action)
@@ -164,7 +171,7 @@ def test_finds_the_immediate_winning_capture():
 def test_search_is_deterministic_and_continues_the_generator():
     position = position_after(3, 10)
     a, b = position.clone(), position.clone()
-    bot = Bot("mcts:300")
+    bot = Bot(spec("mcts:300"))
     assert bot.choose(a) == bot.choose(b)
     assert a.rng_state == b.rng_state
     # A second decision from the advanced generator differs in draws from the first one.
@@ -208,12 +215,12 @@ def test_greedy_pick_handles_an_already_surrounded_coin():
 
 def test_dispatch_matches_each_bot():
     position = position_after(8, 12)
-    for spec, direct in [("random", lib.gc_bot_random), ("greedy", lib.gc_bot_greedy)]:
+    for text, direct in [("random", lib.gc_bot_random), ("greedy", lib.gc_bot_greedy)]:
         a, b = position.clone(), position.clone()
-        assert Bot(spec).choose(a) == direct(b._state)
+        assert Bot(spec(text)).choose(a) == direct(b._state)
         assert a.rng_state == b.rng_state
     a, b = position.clone(), position.clone()
-    assert Bot("mcts:100:0.7:random").choose(a) == c_mcts(b, 100, 0.7, "random")
+    assert Bot(spec("mcts:100:0.7:random")).choose(a) == c_mcts(b, 100, 0.7, "random")
     assert a.rng_state == b.rng_state
 
 
@@ -221,9 +228,9 @@ def test_bot_refuses_a_finished_game():
     game = Game.from_position(stones=[16, 17], coins=[27], to_move=GUERRILLA, stones_placed=30)
     game.apply_action(23 * 4 + 1)
     assert game.is_terminal()
-    for spec in ("random", "greedy", "mcts:10"):
+    for text in ("random", "greedy", "mcts:10"):
         with pytest.raises(UserError, match="game is over"):
-            Bot(spec).choose(game)
+            Bot(spec(text)).choose(game)
 
 
 def test_engine_rejects_a_search_larger_than_its_pool():
@@ -239,19 +246,19 @@ def test_engine_rejects_a_search_larger_than_its_pool():
 
 def test_runner_replays_the_same_games_as_python_stepping():
     seeds = [game_seed(3, 1, g) for g in range(3)]
-    results = play_games("mcts:64:0.7:random", "greedy", seeds)
+    results = play_games(spec("mcts:64:0.7:random"), spec("greedy"), seeds)
     for i, seed in enumerate(seeds):
-        game, bots = Game(seed), (Bot("mcts:64:0.7:random"), Bot("greedy"))
+        game, bots = Game(seed), (Bot(spec("mcts:64:0.7:random")), Bot(spec("greedy")))
         while not game.is_terminal():
             game.apply_action(bots[game.current_player()].choose(game))
         assert (results.winners[i], results.plies[i]) == (game.winner, game.plies)
         assert results.end_reason_names()[i] == game.end_reason
-    again = play_games(parse_bot("mcts:64:0.7:random"), "greedy", seeds)
+    again = play_games(spec("mcts:64:0.7:random"), spec("greedy"), seeds)
     assert np.array_equal(again.winners, results.winners) and np.array_equal(again.plies, results.plies)
 
 
 def test_runner_ply_cap_declares_coin_the_winner():
-    results = play_games("random", "random", [game_seed(0, 0, g) for g in range(5)], ply_cap=4)
+    results = play_games(spec("random"), spec("random"), [game_seed(0, 0, g) for g in range(5)], ply_cap=4)
     assert list(results.winners) == [COIN] * 5
     assert list(results.plies) == [4] * 5
     assert results.end_reason_names() == ["ply_cap"] * 5
@@ -261,15 +268,15 @@ def test_runner_random_and_greedy_cells_are_its_bots_games():
     # The runner plays exactly the games that the bots, stepped one by one, play.
     for guerrilla, coin, a, b in [("random", "random", 0, 0), ("greedy", "random", 1, 0)]:
         seeds = [game_seed(a, b, g) for g in range(20)]
-        results = play_games(guerrilla, coin, seeds)
+        results = play_games(spec(guerrilla), spec(coin), seeds)
         for i, seed in enumerate(seeds):
-            game, bots = Game(seed), (Bot(guerrilla), Bot(coin))
+            game, bots = Game(seed), (Bot(spec(guerrilla)), Bot(spec(coin)))
             while not game.is_terminal():
                 game.apply_action(bots[game.current_player()].choose(game))
             assert (results.winners[i], results.plies[i]) == (game.winner, game.plies)
 
 
-@pytest.mark.parametrize("spec,expected", [
+@pytest.mark.parametrize("text,expected", [
     ("random", BotSpec("random")),
     ("greedy", BotSpec("greedy")),
     ("mcts", BotSpec("mcts", 256, 0.7, "greedy")),
@@ -278,30 +285,12 @@ def test_runner_random_and_greedy_cells_are_its_bots_games():
     ("mcts:2000:0.7:random", BotSpec("mcts", 2000, 0.7, "random")),
     ("mcts:10::random", BotSpec("mcts", 10, 0.7, "random")),
 ])
-def test_parse_bot(spec, expected):
-    assert parse_bot(spec) == expected
-    assert parse_bot(str(expected)) == expected
-
-
-@pytest.mark.parametrize("spec,message", [
-    ("minimax", "unknown bot"),
-    ("greedy:3", "takes no settings"),
-    ("mcts:abc", "whole number"),
-    ("mcts:0", "between 1 and"),
-    ("mcts:2000:-1", "finite number >= 0"),
-    ("mcts:2000:nan", "finite number >= 0"),
-    ("mcts:2000:x", "must be a number"),
-    ("mcts:2000:0.7:smart", "random or greedy"),
-    ("mcts:1:2:greedy:4", "at most"),
-    (17, "a bot spec is a string"),
-])
-def test_parse_bot_rejects_bad_specs(spec, message):
-    with pytest.raises(UserError, match=message):
-        parse_bot(spec)
+def test_short_specs_give_the_engine_bots(text, expected):
+    assert spec(text) == expected
 
 
 def test_play_games_rejects_bad_seeds():
     with pytest.raises(UserError, match="seeds"):
-        play_games("random", "random", [-1])
+        play_games(spec("random"), spec("random"), [-1])
     with pytest.raises(UserError, match="seeds"):
-        play_games("random", "random", [0.5])
+        play_games(spec("random"), spec("random"), [0.5])

@@ -1,4 +1,5 @@
-"""NetworkPlayer and NetworkBot against rules.md §9: per-slot recurrent states, sampling over legal
+"""NetworkPlayer (the network's slots and forward pass) and the `net` player kind that plays it
+through the player protocol, against rules.md §9: per-slot recurrent states, sampling over legal
 actions only, and full-turn versus actor-only stepping."""
 import numpy as np
 import pytest
@@ -7,7 +8,10 @@ import torch
 from gcpipe.engine import Game, GameBatch
 from gcpipe.nn import checkpoint as ckpt
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.nn.player import NetworkBot, NetworkPlayer
+from gcpipe.nn.player import NetworkPlayer
+from gcpipe.players.network import NetPlayer
+
+SLOT = np.zeros(1, np.int32)
 
 
 def _checkpoint(bias=False, seed=0, layout=None):
@@ -98,34 +102,62 @@ def _forcing_checkpoint(favourite_bias):
     return checkpoint
 
 
+def _net(checkpoint, full_turn=None) -> NetPlayer:
+    return NetPlayer(NetworkPlayer(checkpoint, full_turn=full_turn))
+
+
+def _one_game(seed, players, check=None):
+    """A game in a batch of one, both players driven through the protocol as the match loop does;
+    `check(games, side, action)` sees every move before it is applied.  Returns the final Game and
+    the plies each side played."""
+    games = GameBatch(1)
+    games.reset(0, seed)
+    for player in players:
+        player.start(1)
+        player.new_games(SLOT)
+    plies = [0, 0]
+    while not games.game(0).is_terminal():
+        side = int(games.to_move[0])
+        players[1 - side].observe(games, SLOT)
+        action = players[side].choose(games, SLOT)
+        if check is not None:
+            check(games, side, int(action[0]))
+        games.apply(SLOT, action)
+        plies[side] += 1
+    return games.game(0), plies
+
+
 def test_a_dominant_legal_logit_is_played():
     # Action 101 = first point 25 (the centre), direction right: legal at the start.
-    bot = NetworkBot(NetworkPlayer(_forcing_checkpoint({101: 30.0})))
+    player = _net(_forcing_checkpoint({101: 30.0}))
+    player.start(1)
     for seed in range(1, 40):
-        game = Game(seed)
-        bot.new_game()
-        assert 101 in game.legal_actions()
-        assert bot.choose(game) == 101
+        games = GameBatch(1)
+        games.reset(0, seed)
+        player.new_games(SLOT)
+        assert 101 in games.game(0).legal_actions()
+        assert player.choose(games, SLOT).tolist() == [101]
+        assert games.game(0).plies == 0          # choosing leaves the position alone
 
 
 def test_huge_illegal_logits_are_never_chosen():
-    """Every COIN and Guerrilla action except a few gets a huge logit; the bots must still only
-    play legal moves (Game.apply_action raises on anything else) over whole games."""
+    """Every COIN and Guerrilla action except a few gets a huge logit; the players must still only
+    play legal moves over whole games."""
     biases = {a: 1e4 for a in range(256) if a % 7}
-    bots = [NetworkBot(NetworkPlayer(_forcing_checkpoint(biases))) for _ in range(2)]
+    players = [_net(_forcing_checkpoint(biases)) for _ in range(2)]
+    moves = 0
+
+    def check(games, side, action):
+        nonlocal moves
+        legal = games.game(0).legal_actions()
+        assert action in legal
+        if any(a % 7 for a in legal):
+            assert action % 7      # the mass sits on the huge legal logits
+        moves += 1
+
     for seed in range(1, 30):
-        game = Game(seed)
-        for bot in bots:
-            bot.new_game()
-        while not game.is_terminal():
-            mover = bots[game.current_player()]
-            bots[1 - game.current_player()].observe(game)
-            legal = game.legal_actions()
-            action = mover.choose(game)
-            assert action in legal
-            if any(a % 7 for a in legal):
-                assert action % 7      # the mass sits on the huge legal logits
-            game.apply_action(action)
+        _one_game(seed, players, check)
+    assert moves > 29 * 10
 
 
 def test_sampling_agrees_with_the_batch_and_uses_one_draw():
@@ -134,49 +166,42 @@ def test_sampling_agrees_with_the_batch_and_uses_one_draw():
         game, batch = Game(seed), GameBatch(1)
         batch.reset(0, seed)
         action = game.sample_action(logits)
-        assert batch.sample_apply(np.array([0]), logits[None]).tolist() == [action]
+        assert batch.sample(SLOT, logits[None]).tolist() == [action]
+        assert game == batch.game(0)             # the same one draw, the position unchanged
         game.apply_action(action)
+        batch.apply(SLOT, [action])
         assert game == batch.game(0)
     with pytest.raises(ValueError, match=r"shape \(256,\)"):
         Game(1).sample_action(logits[:10])
 
 
-class _CountingPlayer(NetworkPlayer):
+class _CountingNetwork(NetworkPlayer):
+    """Counts the slot-steps of its forwards and keeps the last logits."""
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.steps = 0
+        self.logits = None
 
     def forward(self, slots, obs):
         self.steps += len(slots)
-        return super().forward(slots, obs)
+        self.logits = super().forward(slots, obs).copy()
+        return self.logits
 
     def advance(self, slots, obs):
         self.steps += len(slots)
         super().advance(slots, obs)
 
 
-def _play(seed, bots):
-    game = Game(seed)
-    for bot in bots:
-        bot.new_game()
-    plies = [0, 0]
-    while not game.is_terminal():
-        side = game.current_player()
-        bots[1 - side].observe(game)
-        game.apply_action(bots[side].choose(game))
-        plies[side] += 1
-    return game, plies
-
-
 @pytest.mark.parametrize("full_turn", [True, False])
 def test_full_turn_nets_step_every_ply_actor_only_nets_their_own(full_turn):
     checkpoint = _checkpoint(seed=5)
-    players = [_CountingPlayer(checkpoint, full_turn=full_turn) for _ in range(2)]
-    bots = [NetworkBot(p) for p in players]
+    networks = [_CountingNetwork(checkpoint, full_turn=full_turn) for _ in range(2)]
+    players = [NetPlayer(network) for network in networks]
     for seed in (3, 4):
-        before = [p.steps for p in players]
-        game, plies = _play(seed, bots)
-        steps = [p.steps - b for p, b in zip(players, before)]
+        before = [network.steps for network in networks]
+        game, plies = _one_game(seed, players)
+        steps = [network.steps - b for network, b in zip(networks, before)]
         if full_turn:
             assert steps == [game.plies, game.plies]
         else:
@@ -185,12 +210,12 @@ def test_full_turn_nets_step_every_ply_actor_only_nets_their_own(full_turn):
 
 def test_state_resets_between_games_so_replays_agree():
     checkpoint = _checkpoint(seed=6)
-    bots = [NetworkBot(NetworkPlayer(checkpoint)) for _ in range(2)]
-    first, _ = _play(11, bots)
-    _play(12, bots)
-    again, _ = _play(11, bots)
+    players = [_net(checkpoint) for _ in range(2)]
+    first = _one_game(11, players)[0]
+    _one_game(12, players)
+    again = _one_game(11, players)[0]
     assert first == again
-    fresh, _ = _play(11, [NetworkBot(NetworkPlayer(checkpoint)) for _ in range(2)])
+    fresh = _one_game(11, [_net(checkpoint) for _ in range(2)])[0]
     assert fresh == first
 
 
@@ -198,14 +223,19 @@ def test_full_turn_changes_the_recurrent_state_the_actor_sees():
     """The waiting-side step is not a no-op: the same net plays differently when it also steps
     on the opponent's plies (checked on the logits of the second Guerrilla turn)."""
     checkpoint = _checkpoint(seed=7)
-    game = Game(21)
     logits = []
     for full_turn in (True, False):
-        bot = NetworkBot(NetworkPlayer(checkpoint, full_turn=full_turn))
-        replay = game.clone()
-        bot.choose(replay)                      # Guerrilla's first turn (consumes a draw)
-        replay.apply_action(replay.legal_actions()[0])
-        bot.observe(replay)                     # COIN to move: only the full-turn net steps
-        replay.apply_action(replay.legal_actions()[0])
-        logits.append(bot.player.forward(np.array([0]), replay.observation()[None]).copy())
+        network = _CountingNetwork(checkpoint, full_turn=full_turn)
+        player = NetPlayer(network)
+        games = GameBatch(1)
+        games.reset(0, 21)
+        player.start(1)
+        player.new_games(SLOT)
+        player.choose(games, SLOT)                     # Guerrilla's first turn (consumes a draw)
+        games.apply(SLOT, games.game(0).legal_actions()[:1])
+        player.observe(games, SLOT)                    # COIN to move: only the full-turn net steps
+        games.apply(SLOT, games.game(0).legal_actions()[:1])
+        player.choose(games, SLOT)                     # Guerrilla's second turn
+        logits.append(network.logits)
+        assert network.steps == (3 if full_turn else 2)
     assert not np.allclose(logits[0], logits[1])

@@ -5,7 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gcpipe.cli import app
-from gcpipe.engine import Game
+from gcpipe.engine import SIDE_NAMES, Game
 from gcpipe.errors import UserError
 from gcpipe.play import play, scripted
 
@@ -29,19 +29,21 @@ def first_hinted_move_player():
     return read_line, write, lines
 
 
-@pytest.mark.parametrize("side", ["guerrilla", "coin"])
-def test_a_whole_game_against_random(side):
+@pytest.mark.parametrize("side, last_line, plies, end", [("guerrilla", "random wins.", 108, "stones_exhausted"),
+                                                        ("coin", "You win!", 82, "stalemate")])
+def test_a_whole_game_against_random(side, last_line, plies, end):
     read_line, write, lines = first_hinted_move_player()
     game = play(side, "random", seed=5, read_line=read_line, write=write)
-    assert game.is_terminal()
-    assert lines[-1] in ("You win!", "random wins.")
-    assert sum("cannot read 'h9-h8'" in line for line in lines) >= 1
-    # the record of moves replays to the same final position
+    assert (game.is_terminal(), game.plies, game.end_reason, lines[-1]) == (True, plies, end, last_line)
+    # one unreadable entry re-prompted at each of the person's turns
+    assert sum("cannot read 'h9-h8'" in line for line in lines) == sum(line.startswith("you: ") for line in lines) > 10
+    # The record of moves replays to the same final position; the winner the last line names is its winner.
     replay = Game(5)
     for line in lines:
         if line.startswith(("you: ", "random: ")):
             replay.apply_action(replay.string_to_action(line.split(": ")[1]))
     assert replay.serialize().split()[1:9] == game.serialize().split()[1:9]
+    assert (replay.winner == SIDE_NAMES.index(side)) == (last_line == "You win!")
 
 
 def test_illegal_but_readable_move_is_refused_with_the_reason():
@@ -89,4 +91,4 @@ def test_a_search_opponent_searches(tmp_path):
             assert game.action_to_string(int(searcher.choose(batch, slot)[0])) == move
         else:
             searcher.observe(batch, slot)
-        batch.apply(0, game.string_to_action(move))
+        batch.apply(slot, [game.string_to_action(move)])

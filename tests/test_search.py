@@ -5,13 +5,14 @@ import numpy as np
 import pytest
 import torch
 
-from gcpipe.engine import COIN, GUERRILLA, Game, GameBatch
-from gcpipe.engine.bots import Bot
+from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, SIDE_NAMES, Game, GameBatch
+from gcpipe.engine.bots import Bot, BotSpec
 from gcpipe.errors import UserError
 from gcpipe.nn import checkpoint as ckpt
 from gcpipe.nn.inference import CompiledNet
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.player import NetworkPlayer
+from gcpipe.players import parse_spec
 from gcpipe.search.player import SearchPlayer
 from gcpipe.search.searcher import Searcher
 from gcpipe.search.settings import make_settings
@@ -26,7 +27,7 @@ def _net(seed=0, value_scale=1.0) -> CompiledNet:
 
 
 def _midgame(seed: int, plies: int) -> Game:
-    game, bot = Game(seed), Bot("greedy")
+    game, bot = Game(seed), Bot(BotSpec("greedy"))
     for _ in range(plies):
         if game.is_terminal():
             break
@@ -46,18 +47,21 @@ def _last_coin() -> Game:
     return Game.from_position(stones=[16, 17, 40], coins=[3 * 8 + 3], to_move=GUERRILLA, seed=9)
 
 
-def _search(net, settings, games, states=None):
+def _batch(games) -> GameBatch:
     batch = GameBatch(len(games))
-    batch.states[:] = np.frombuffer(b"".join(_state_bytes(g) for g in games), dtype=batch.states.dtype)
+    for i, game in enumerate(games):
+        batch.put(i, game)
+    return batch
+
+
+def _search(net, settings, games, states=None):
+    batch = _batch(games)
     states = net.new_states(len(games)) if states is None else states
     searcher = Searcher(settings, net, len(games))
     result = searcher.run(batch, np.arange(len(games)), states, np.arange(len(games)), want_policy=True)
     return result, searcher, batch, states
 
 
-def _state_bytes(game: Game) -> bytes:
-    from gcpipe._engine import ffi
-    return bytes(ffi.buffer(game._state))
 
 
 POSITIONS = {"start": lambda: Game(77), "midgame": lambda: _midgame(6, 9), "coin": lambda: _midgame(6, 6),
@@ -78,7 +82,7 @@ def test_c_search_equals_the_reference_node_for_node(variant, position, value):
     reference = ReferenceSearch(net, settings)
     action, policy, rng = reference.run(game, state)
     assert result.actions[0] == action
-    assert batch.states["rng"][0] == rng
+    assert batch.game(0).rng_state == rng
     legal = game.legal_actions()
     assert np.array_equal(result.policy[0, legal], np.array(policy, np.float32))
     tree = searcher.tree(0)
@@ -169,16 +173,15 @@ def test_a_game_searches_the_same_whatever_shares_its_batch(variant):
         part, _, batch, states = _search(net, settings, [games[i] for i in group])
         assert np.array_equal(part.actions, together.actions[group])
         assert np.array_equal(part.policy, together.policy[group])
-        assert np.array_equal(batch.states["rng"], batch_all.states["rng"][group])
+        assert [batch.game(k).rng_state for k in range(len(group))] == [batch_all.game(i).rng_state for i in group]
         assert np.array_equal(states, states_all[group])
     chunked = Searcher(settings, net, 2)     # fewer games per call than searched
-    batch = GameBatch(9)
-    batch.states[:] = np.frombuffer(b"".join(_state_bytes(g) for g in games), dtype=batch.states.dtype)
+    batch = _batch(games)
     again = chunked.run(batch, np.arange(9), net.new_states(9), np.arange(9), want_policy=True)
     assert np.array_equal(again.actions, together.actions) and np.array_equal(again.policy, together.policy)
 
 
-@pytest.mark.parametrize("search_side", [1, 2])
+@pytest.mark.parametrize("search_side", [GUERRILLA, COIN])
 def test_whole_games_are_legal_and_the_player_state_is_a_network_players(tmp_path, search_side):
     model = MinGRUPolicy(generator=torch.Generator().manual_seed(8))
     ckpt.save(model, tmp_path / "net.bin", "5c")
@@ -192,38 +195,42 @@ def test_whole_games_are_legal_and_the_player_state_is_a_network_players(tmp_pat
         batch.reset(0, seed)
         searcher.new_games(slot)
         shadow.reset(slot)
-        while not batch.states["winner"][0]:
+        while not batch.game(0).is_terminal():
             obs = batch.observe(slot)[0].copy()
-            if batch.states["to_move"][0] == search_side:
+            if batch.to_move[0] == search_side:
                 action = searcher.choose(batch, slot)[0]
                 shadow.forward(slot, obs)
             else:
                 searcher.observe(batch, slot)
                 shadow.advance(slot, obs)
-                action = Bot("greedy").choose(batch.game(0))
+                action = Bot(BotSpec("greedy")).choose(batch.game(0))
             assert action in batch.game(0).legal_actions()
-            batch.apply(0, int(action))
+            batch.apply(slot, [action])
             assert np.array_equal(searcher._states, np.moveaxis(shadow.state(slot), 1, 0))
 
 
 @pytest.mark.parametrize("settings, message", [
-    (dict(variant="alphabeta"), "variant must be one of puct, gumbel"),
-    (dict(simulations=0), "simulations must be an integer from 1"),
-    (dict(c_puct=-1.0), "c_puct must be a finite number"),
-    (dict(c_scale=float("nan")), "c_scale must be a finite number"),
-    (dict(considered=0), "considered must be an integer from 1"),
-    (dict(rollout_weight=0.5), "needs rollouts >= 1"),
+    (dict(variant="alphabeta"), "variant: 'alphabeta' is not one of puct, gumbel"),
+    (dict(simulations=0), "simulations: 0 is less than the minimum of 1"),
+    (dict(c_puct=-1.0), "c_puct: -1.0 is less than the minimum of 0"),
+    (dict(c_scale=float("nan")), "c_scale: must be a finite number, got nan"),
+    (dict(considered=0), "considered: 0 is less than the minimum of 1"),
+    (dict(considered=169), "considered: 169 is greater than the maximum of 168"),
+    (dict(rollout_weight=0.5), "rollout_weight 0.5 needs rollouts >= 1"),
     (dict(value="rollout"), "value 'rollout' needs rollouts >= 1"),
-    (dict(value="guess"), "value must be one of outcome, calibrated, rollout"),
+    (dict(value="guess"), "value: 'guess' is not one of outcome, calibrated, rollout"),
+    (dict(value_coef=(1.0, 2.0)), "value_coef: [1.0, 2.0] is too short"),
+    (dict(simulation=5), "unknown key 'simulation' (allowed: simulations, variant, "),
     (dict(temperature=1.0), "temperature applies to the puct variant"),
-    (dict(variant="puct", temperature=-1.0), "temperature must be a finite number"),
-    (dict(value_coef=(1.0, -1.0, 0.0, 0.0)), "value 'outcome' sets value_coef to \\(0.5, -0.5, 0.0, 0.0\\) itself"),
+    (dict(variant="puct", temperature=-1.0), "temperature: -1.0 is less than the minimum of 0"),
+    (dict(value_coef=(1.0, -1.0, 0.0, 0.0)), "value 'outcome' sets value_coef to (0.5, -0.5, 0.0, 0.0) itself"),
     (dict(value_squash="logistic"), "value 'outcome' sets value_squash to 'linear' itself, got 'logistic'"),
     (dict(value="rollout", rollouts=2, rollout_weight=0.5), "value 'rollout' sets rollout_weight to 1.0 itself"),
 ])
 def test_bad_settings_are_one_line_errors(settings, message):
-    with pytest.raises(UserError, match=message):
+    with pytest.raises(UserError) as caught:
         make_settings(where="players.s", **settings)
+    assert str(caught.value).startswith(f"players.s: {message}")
 
 
 def test_a_named_value_kind_takes_its_own_settings_restated():
@@ -245,15 +252,16 @@ def test_a_file_without_a_value_head_needs_rollouts(tmp_path):
 
 
 def test_search_players_from_config_and_short_specs(tmp_path):
-    from gcpipe.match.players import PlayerBook
+    from gcpipe.players import PlayerBook
 
     ckpt.save(MinGRUPolicy(generator=torch.Generator().manual_seed(9)), tmp_path / "net.bin", "5c")
     book = PlayerBook({"deep": {"kind": "search", "path": str(tmp_path / "net.bin"), "simulations": 300,
                                 "variant": "puct", "c_puct": 2.0, "rollouts": 2, "rollout_weight": 0.25}})
     deep, short = book.field(["deep", f"search:{tmp_path / 'net.bin'}:50"])
-    assert (deep.kind, deep.search.simulations, deep.search.variant, deep.search.c_puct) == ("search", 300, "puct", 2.0)
+    search = deep.settings["search"]
+    assert (deep.kind, search.simulations, search.variant, search.c_puct) == ("search", 300, "puct", 2.0)
     assert deep.identity["rollout_weight"] == 0.25 and deep.identity["sha256"] == ckpt.load(tmp_path / "net.bin").sha256
-    assert (short.name, short.search.simulations, short.search.variant) == ("net-s50", 50, "gumbel")
+    assert (short.name, short.settings["search"].simulations, short.settings["search"].variant) == ("net-s50", 50, "gumbel")
     with pytest.raises(UserError, match="value 'calibrated' needs a calibration file"):
         PlayerBook({"c": {"kind": "search", "path": str(tmp_path / "net.bin"), "value": "calibrated"}}).resolve("c")
     for bad in (f"search:{tmp_path / 'net.bin'}", f"search:{tmp_path / 'net.bin'}:\u00b2"):
@@ -275,28 +283,29 @@ def test_match_games_are_the_documented_protocol(tmp_path, search_side):
     player = SearchPlayer(tmp_path / "net.bin", make_settings(simulations=6))
     player.start(1)
     slot = np.zeros(1, np.int32)
-    side = 1 if search_side == "guerrilla" else 2
+    greedy = parse_spec("greedy").runtime()
+    greedy.start(1)
+    side = GUERRILLA if search_side == "guerrilla" else COIN
     for record in records:
         batch = GameBatch(1)
         batch.reset(0, record["seed"])
         player.new_games(slot)
-        while not batch.states["winner"][0]:
-            if batch.states["to_move"][0] == side:
-                action = int(player.choose(batch, slot)[0])
+        while batch.winners[0] == NO_SIDE:
+            if batch.to_move[0] == side:
+                action = player.choose(batch, slot)
             else:
                 player.observe(batch, slot)
-                game = batch.game(0)
-                action = Bot("greedy").choose(game)
-                batch.states["rng"][0] = game.rng_state
-            batch.apply(0, action)
-        winner = "guerrilla" if batch.states["winner"][0] == 1 else "coin"
-        assert (winner, int(batch.states["plies"][0])) == (record["winner"], record["plies"]), record["game"]
+                action = greedy.choose(batch, slot)
+            batch.apply(slot, action)
+        assert (SIDE_NAMES[batch.winners[0]], int(batch.plies[0])) == (record["winner"], record["plies"]), record["game"]
 
 
-def test_a_search_player_plays_in_network_sized_tasks():
+def test_a_search_player_plays_in_network_sized_tasks(tmp_path):
     """Tasks are the unit a killed match keeps: search games, slower than a net's, get no larger ones."""
-    from gcpipe.match.players import Player, make_bot
-    from gcpipe.match.runner import NET_CHUNK, _chunk_size
+    from gcpipe.match.pool import _task_size
 
-    search, greedy = Player(name="s", kind="search"), make_bot("greedy", "greedy")
-    assert _chunk_size(search, greedy, 10_000, 2) == _chunk_size(greedy, search, 10_000, 2) == NET_CHUNK
+    ckpt.save(MinGRUPolicy(generator=torch.Generator().manual_seed(12)), tmp_path / "net.bin", "5c")
+    search, net, greedy = (parse_spec(spec) for spec in (f"search:{tmp_path / 'net.bin'}:4", f"net:{tmp_path / 'net.bin'}",
+                                                         "greedy"))
+    assert _task_size(search, greedy, 10_000, 2) == _task_size(greedy, search, 10_000, 2) <= \
+           _task_size(net, greedy, 10_000, 2) < _task_size(greedy, greedy, 10_000, 2)

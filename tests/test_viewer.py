@@ -8,12 +8,12 @@ from typer.testing import CliRunner
 from gcpipe.cli import app
 from gcpipe.engine.game import action_to_string
 from gcpipe.errors import UserError
-from gcpipe.match import match, parse_spec
+from gcpipe.match import match
 from gcpipe.match import viewer as viewer_module
 from gcpipe.match.ledger import read_ledger
-from gcpipe.match.players import player_from_identity
 from gcpipe.match.replay import Replay, play_game, replay_record
 from gcpipe.match.viewer import view_ledger
+from gcpipe.players import from_identity, parse_spec
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +32,14 @@ def test_replays_reproduce_every_recorded_bot_game(ledgers, name):
             record["seed"], record["winner"], record["plies"], record["end"])
 
 
-def test_player_from_identity_is_the_recorded_player():
+def test_from_identity_is_the_recorded_player():
     for spec in ("random", "greedy", "mcts:300:0.5:random"):
         player = parse_spec(spec)
-        assert player_from_identity("p", player.identity).identity == player.identity
+        assert from_identity("p", player.identity).identity == player.identity
     with pytest.raises(UserError, match="lacks a setting"):
-        player_from_identity("p", {"kind": "mcts", "iterations": 5})
+        from_identity("p", {"kind": "mcts", "iterations": 5})
     with pytest.raises(UserError, match="does not exist"):
-        player_from_identity("p", {"kind": "net", "path": "gone.bin", "sha256": "0" * 64, "layout": "5c",
+        from_identity("p", {"kind": "net", "path": "gone.bin", "sha256": "0" * 64, "layout": "5c",
                                    "full_turn": True})
 
 
@@ -123,5 +123,5 @@ def test_search_and_net_games_replay(tmp_path):
     for guerrilla, coin in ((f"search:{path}:8", "greedy"), (f"net:{path}", "random")):
         ledger = match(guerrilla, coin, 12, out=tmp_path / f"{guerrilla[:3]}.jsonl", workers=1, progress=False).ledger
         for record in read_ledger(ledger):
-            assert player_from_identity(record["guerrilla"], record["guerrilla_id"]).identity == record["guerrilla_id"]
+            assert from_identity(record["guerrilla"], record["guerrilla_id"]).identity == record["guerrilla_id"]
             assert replay_record(record).agrees_with(record)

@@ -362,6 +362,10 @@ class GameBatch:
         game._state = ffi.new("gc_state *", self._c_states[self._index(i)])
         return game
 
+    def put(self, i: int, game: Game) -> None:
+        """Game i becomes a copy of `game` (its generator included)."""
+        self._c_states[self._index(i)] = game._state[0]
+
     def observe(self, idx) -> tuple[np.ndarray, np.ndarray]:
         """Observations [k,120] and action masks [k,256] of games idx (views of reused buffers)."""
         idx = self._indices(idx)

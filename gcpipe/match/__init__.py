@@ -1,9 +1,9 @@
-"""Matches between players: player definitions, the resumable multi-process match runner, the
-per-game ledger (one JSON line per game, summaries derived from it) and paired comparisons."""
-from gcpipe.match.compare import CompareResult, compare, format_compare
-from gcpipe.match.players import Player, PlayerBook, parse_spec
-from gcpipe.match.runner import (FieldResult, MatchResult, format_crosstable, format_match, game_seed, match,
-                                 run_match, tournament)
+"""Matches between players: the resumable multi-process runner of a cell (runner.py, its worker
+pool in pool.py), the commands over fields of players (fields.py), paired comparisons with
+SPRT (compare.py), the per-game ledger (ledger.py: one JSON line per game, summaries derived
+from it), and replays of ledger games (replay.py, drawn by viewer.py)."""
+from gcpipe.match.compare import CompareResult, compare
+from gcpipe.match.fields import FieldResult, match, tournament
+from gcpipe.match.runner import MatchResult, game_seed, run_match
 
-__all__ = ["CompareResult", "FieldResult", "MatchResult", "Player", "PlayerBook", "compare", "format_compare",
-           "format_crosstable", "format_match", "game_seed", "match", "parse_spec", "run_match", "tournament"]
+__all__ = ["CompareResult", "FieldResult", "MatchResult", "compare", "game_seed", "match", "run_match", "tournament"]

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from gcpipe.errors import UserError
-from gcpipe.match.players import PlayerBook
 from gcpipe.match.runner import run_match
+from gcpipe.players import PlayerBook
 
 
 def _timed_cell(book: PlayerBook, guerrilla: str, coin: str, games: int, workers: int, folder: Path) -> dict:

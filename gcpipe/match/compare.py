@@ -15,27 +15,21 @@ The ledgers hold whole steps, so they can hold games past the decision; those do
 """
 from __future__ import annotations
 
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from gcpipe.errors import UserError
+from gcpipe import paths
+from gcpipe.errors import UserError, is_int
 from gcpipe.io import atomic_write_json
-from gcpipe.match.ledger import SIDES, format_ranges, read_ledger, wilson_interval
-from gcpipe.match.players import Player, PlayerBook
+from gcpipe.match.ledger import format_ranges, read_ledger, wilson_interval
 from gcpipe.match.runner import MatchResult, check_ledger, default_ledger_path, run_match
+from gcpipe.players import Player, PlayerBook
+from gcpipe.progress import Meter
 from gcpipe.stats.sprt import PAIR_OUTCOMES, SPRT, PairElo, SPRTState, pair_elo, pentanomial
 
-COMPARE_DIR = Path("results") / "compare"
 NO_DECISION = "no decision"
-# Pairs per SPRT step, by the slowest player: a step is two run_match calls, whose worker start-up
-# (and network loading) costs about a tenth of a second, while an MCTS, search or OpenSpiel game
-# costs seconds.
-PAIRS_PER_STEP = {"mcts": 16, "search": 16, "openspiel": 16, "net": 256}
-BOT_PAIRS_PER_STEP = 1000
 
 
 @dataclass(frozen=True)
@@ -51,7 +45,7 @@ class CompareResult:
     summary: dict
 
 
-def summary_path_for(candidate: str, baseline: str, out_dir=COMPARE_DIR) -> Path:
+def summary_path_for(candidate: str, baseline: str, out_dir=paths.COMPARE) -> Path:
     """The comparison's summary: a name no cell ledger or summary (G__C.json[l]) can have."""
     return Path(out_dir) / f"{candidate}__vs__{baseline}.json"
 
@@ -79,107 +73,75 @@ def pair_wins(as_guerrilla: list[dict], as_coin: list[dict], pairs: int) -> np.n
     return np.array([won_as_guerrilla[g] + won_as_coin[g] for g in range(pairs)], dtype=np.int64)
 
 
-def compare(candidate_spec: str, baseline_spec: str, games: int = 1000, config=None, out_dir=COMPARE_DIR,
-            workers: int | None = None, progress: bool = True, sprt: SPRT | None = None,
+def compare(candidate_spec: str, baseline_spec: str, games: int = 1000, book: PlayerBook | None = None,
+            out_dir=paths.COMPARE, workers: int | None = None, progress: bool = True, sprt: SPRT | None = None,
             max_games: int | None = None, pairs_per_step: int | None = None) -> CompareResult:
     """`gcpipe compare`.  Without `sprt`: `games` pairs plus both self cells of `games` games.  With
     it: pairs until the test decides or `max_games` games (default 2 x `games`) are played; no self
-    cells.  Every bad input is refused before a game is played."""
-    if isinstance(games, bool) or not isinstance(games, int) or games < 1:
+    cells.  Players are named by config name or short spec through `book`.  Every bad input is
+    refused before a game is played."""
+    if not is_int(games) or games < 1:
         raise UserError(f"--games must be a positive integer, got {games!r}")
     if max_games is not None:
         if sprt is None:
             raise UserError("--max-games only applies with --sprt ELO0,ELO1")
-        if isinstance(max_games, bool) or not isinstance(max_games, int) or max_games < 2 or max_games % 2:
+        if not is_int(max_games) or max_games < 2 or max_games % 2:
             raise UserError(f"--max-games must be an even number >= 2 (games come in pairs), got {max_games!r}")
-    players = PlayerBook.from_config_file(config).field([candidate_spec, baseline_spec])
+    players = (book or PlayerBook()).field([candidate_spec, baseline_spec])
     if len(players) != 2:
         raise UserError(f"compare needs two different players, got {players[0].name} twice")
     candidate, baseline = players
     pairing = [(candidate, baseline), (baseline, candidate)]
     cells = pairing + ([] if sprt else [(candidate, candidate), (baseline, baseline)])
-    paths = {(g.name, c.name): default_ledger_path(g, c, out_dir) for g, c in cells}
+    ledgers = {(g.name, c.name): default_ledger_path(g, c, out_dir) for g, c in cells}
     for guerrilla, coin in cells:        # a ledger of another pairing stops us before any game
-        path = paths[(guerrilla.name, coin.name)]
+        path = ledgers[(guerrilla.name, coin.name)]
         if path.is_file():
             check_ledger(read_ledger(path), path, guerrilla, coin)
 
     state = None
     if sprt is None:
-        results = {(g.name, c.name): run_match(g, c, games, out=paths[(g.name, c.name)], workers=workers,
+        results = {(g.name, c.name): run_match(g, c, games, out=ledgers[(g.name, c.name)], workers=workers,
                                                progress=progress) for g, c in cells}
         pairs = games
     else:
-        step = pairs_per_step or _pairs_per_step(candidate, baseline)
+        # Pairs per step, by the slowest player: a step is two run_match calls, whose worker
+        # start-up (and network loading) costs about a tenth of a second.
+        step = pairs_per_step or min(candidate.pairs_per_step, baseline.pairs_per_step)
         max_pairs = (max_games or 2 * games) // 2
-        state, results = _sequential(sprt, pairing, paths, max_pairs, step, workers, progress)
+        state, results = _sequential(sprt, pairing, ledgers, max_pairs, step, workers, progress)
         pairs = state.pairs
-    as_guerrilla, as_coin = (read_ledger(paths[(g.name, c.name)]) for g, c in pairing)
+    as_guerrilla, as_coin = (read_ledger(ledgers[(g.name, c.name)]) for g, c in pairing)
     wins = pair_wins(as_guerrilla, as_coin, pairs)
     elo = pair_elo(pentanomial(wins))
     summary = _summary(candidate, baseline, wins, as_guerrilla, elo, sprt, state, max_games or 2 * games,
-                       [paths[(g.name, c.name)] for g, c in pairing])
+                       [ledgers[(g.name, c.name)] for g, c in pairing])
     summary_path = summary_path_for(candidate.name, baseline.name, out_dir)
     atomic_write_json(summary_path, summary)
     return CompareResult(candidate=candidate, baseline=baseline, cells=results, pair_wins=wins, elo=elo,
                          sprt=sprt, state=state, summary_path=summary_path, summary=summary)
 
 
-def _pairs_per_step(*players: Player) -> int:
-    steps = [PAIRS_PER_STEP[p.kind] for p in players if p.kind in PAIRS_PER_STEP]
-    return min(steps) if steps else BOT_PAIRS_PER_STEP
-
-
-def _sequential(test: SPRT, pairing, paths, max_pairs: int, step: int, workers, progress
+def _sequential(test: SPRT, pairing, ledgers, max_pairs: int, step: int, workers, progress
                 ) -> tuple[SPRTState, dict[tuple[str, str], MatchResult]]:
     """Plays pairs step by step until the test decides or max_pairs pairs are in (module doc)."""
     keys = [(g.name, c.name) for g, c in pairing]
-    meter = _SPRTProgress(test, *keys[0], enabled=progress)
     state = SPRTState(pairs=0, llr=0.0, decision=None, counts=(0,) * 5)
     results = {}
-    for first in range(0, max_pairs, step):
-        count = min(step, max_pairs - first)
-        for (guerrilla, coin), key in zip(pairing, keys):
-            results[key] = run_match(guerrilla, coin, count, first_game=first, out=paths[key], workers=workers,
-                                     progress=False)
-        wins = pair_wins(*(read_ledger(paths[key]) for key in keys), first + count)
-        state = test.scan(wins, start=state.pairs)
-        meter.show(state, sum(result.played for result in results.values()))
-        if state.decision:
-            break
-    meter.finish()
+    lower, upper = test.bounds
+    with Meter(f"SPRT {keys[0][0]} vs {keys[0][1]}", max_pairs, "pairs", enabled=progress) as meter:
+        for first in range(0, max_pairs, step):
+            count = min(step, max_pairs - first)
+            for (guerrilla, coin), key in zip(pairing, keys):
+                results[key] = run_match(guerrilla, coin, count, first_game=first, out=ledgers[key], workers=workers,
+                                         progress=False)
+            wins = pair_wins(*(read_ledger(ledgers[key]) for key in keys), first + count)
+            state = test.scan(wins, start=state.pairs)
+            meter.advance(state.pairs - meter.done, f"LLR {state.llr:+.2f} [{lower:.2f}, {upper:.2f}]"
+                                                    + (f"  {state.decision}" if state.decision else ""))
+            if state.decision:
+                break
     return state, results
-
-
-class _SPRTProgress:
-    """The running LLR with its bounds on stderr: redrawn in place on a terminal, a line every
-    `interval` seconds (and the last) otherwise."""
-
-    def __init__(self, test: SPRT, candidate: str, baseline: str, enabled: bool, stream=None, interval=10.0):
-        self.test, self.label = test, f"SPRT {candidate} vs {baseline}"
-        self.stream = stream or sys.stderr
-        self.enabled = enabled
-        self.tty = enabled and self.stream.isatty()
-        self.interval = interval
-        self.start = self.last = time.monotonic()
-        self.played = 0
-
-    def show(self, state: SPRTState, played_now: int) -> None:
-        self.played += played_now
-        now = time.monotonic()
-        if not self.enabled or not (self.tty or state.decision or now - self.last >= self.interval):
-            return
-        self.last = now
-        lower, upper = self.test.bounds
-        text = (f"{self.label}: {state.pairs} pairs ({2 * state.pairs} games), LLR {state.llr:+.2f} "
-                f"[{lower:.2f}, {upper:.2f}], {self.played / max(now - self.start, 1e-9):.1f} games/s")
-        self.stream.write(f"\r{text}\x1b[K" if self.tty else text + "\n")
-        self.stream.flush()
-
-    def finish(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 def _side(won: int, games: int) -> dict:
@@ -221,39 +183,3 @@ def _summary(candidate: Player, baseline: Player, wins: np.ndarray, as_guerrilla
                            "llr": round(state.llr, 6), "decision": state.decision or NO_DECISION,
                            "max_games": max_games}
     return summary
-
-
-def format_compare(result: CompareResult) -> str:
-    """The decision (SPRT), the candidate's results on each side, the pairs and the Elo estimate,
-    then the self cells (fixed-size comparisons only)."""
-    s = result.summary
-    candidate, baseline = s["candidate"], s["baseline"]
-    lines = [f"{candidate} (candidate) vs {baseline} (baseline): {s['pairs']} game pairs ({s['games']} games)"]
-    if result.sprt is not None:
-        t = s["sprt"]
-        lower, upper = t["bounds"]
-        lines.append(f"  SPRT {result.sprt.describe()}: {t['decision']} after {s['pairs']} pairs, "
-                     f"LLR {t['llr']:+.2f} (bounds {lower:.2f}, {upper:.2f})")
-    for side in SIDES:
-        record = s[f"candidate_as_{side}"]
-        low, high = record["win_rate_ci95"]
-        label = f"candidate as {'Guerrilla' if side == 'guerrilla' else 'COIN'}:"
-        lines.append(f"  {label:<23} {record['wins']}-{record['games'] - record['wins']} "
-                     f"({_percent(record['win_rate'])}, 95% CI {_percent(low)}-{_percent(high)})")
-    pairs = s["pair_results"]
-    lines.append(f"  pairs: won both {pairs['won_both']}, split {pairs['split']}, lost both {pairs['lost_both']} "
-                 f"(score {_percent(s['score'])})")
-    lines.append(f"  Elo {s['elo']:+.1f} (95% CI {s['elo_ci95'][0]:+.1f} to {s['elo_ci95'][1]:+.1f}), "
-                 f"nElo {s['nelo']:+.1f} (95% CI {s['nelo_ci95'][0]:+.1f} to {s['nelo_ci95'][1]:+.1f}), "
-                 f"LOS {_percent(s['los'])}")
-    if result.sprt is None:
-        for name in (candidate, baseline):
-            cell = result.cells[(name, name)].summary
-            lines.append(f"  self cell {cell['cell']}: {cell['guerrilla_wins']}-{cell['coin_wins']} "
-                         f"(Guerrilla {_percent(cell['guerrilla_win_rate'])})")
-    lines.append(f"  summary: {result.summary_path}")
-    return "\n".join(lines)
-
-
-def _percent(rate: float) -> str:
-    return f"{100 * rate:.1f}%"

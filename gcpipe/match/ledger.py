@@ -10,7 +10,9 @@ A ledger holds the games of one cell (Guerrilla player G, COIN player C), conven
     seed          the per-game uint32 seed
     winner        "guerrilla" | "coin"
     plies         number of actions played
-    end           "coins_cleared" | "stones_exhausted" | "stones_wiped" | "stalemate" | "ply_cap"
+    end           how the game ended: an engine end reason other than "none" and the training
+                  env's "timeout" ("coins_cleared", "stones_exhausted", "stones_wiped",
+                  "stalemate", "ply_cap")
     guerrilla_id  dict identifying the Guerrilla player (kind, parameters, checkpoint sha256, ...)
     coin_id       dict identifying the COIN player
 
@@ -25,14 +27,15 @@ import math
 import os
 from pathlib import Path
 
-from gcpipe.errors import UserError
+from gcpipe.engine import END_REASONS as ENGINE_END_REASONS, SIDE_NAMES as SIDES
+from gcpipe.errors import UserError, is_int
 from gcpipe.io import atomic_write_json, atomic_write_text
 from gcpipe.stats.normal import Z95
 
 RECORD_KEYS = ("cell", "guerrilla", "coin", "game", "seed", "winner", "plies", "end",
                "guerrilla_id", "coin_id")
-SIDES = ("guerrilla", "coin")
-END_REASONS = ("coins_cleared", "stones_exhausted", "stones_wiped", "stalemate", "ply_cap")
+# Tournament games (rules.md §8) end by the rules or the ply cap, never by the env's tick limit.
+END_REASONS = tuple(reason for reason in ENGINE_END_REASONS if reason not in ("none", "timeout"))
 # Which side each way of ending implies as the winner (rules.md §4; the ply cap is a COIN win).
 # A stalemate (side to move has no legal action) can go either way.
 _WINNER_BY_END = {"coins_cleared": "guerrilla", "stones_exhausted": "coin",
@@ -48,10 +51,6 @@ def cell_name(guerrilla: str, coin: str) -> str:
 def summary_path_for(ledger_path) -> Path:
     """Where the summary of a ledger lives: G__C.jsonl -> G__C.json."""
     return Path(ledger_path).with_suffix(".json")
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _record_problem(record) -> str | None:
@@ -72,13 +71,13 @@ def _record_problem(record) -> str | None:
     if record["cell"] != cell_name(record["guerrilla"], record["coin"]):
         return (f"cell {record['cell']!r} does not match players "
                 f"{cell_name(record['guerrilla'], record['coin'])!r}")
-    if not _is_int(record["game"]) or record["game"] < 0:
+    if not is_int(record["game"]) or record["game"] < 0:
         return "game must be an integer >= 0"
-    if not _is_int(record["seed"]) or not 0 <= record["seed"] <= _UINT32_MAX:
+    if not is_int(record["seed"]) or not 0 <= record["seed"] <= _UINT32_MAX:
         return "seed must be an unsigned 32-bit integer"
     if record["winner"] not in SIDES:
         return f"winner must be one of {', '.join(SIDES)}"
-    if not _is_int(record["plies"]) or record["plies"] < 0:
+    if not is_int(record["plies"]) or record["plies"] < 0:
         return "plies must be an integer >= 0"
     if record["end"] not in END_REASONS:
         return f"end must be one of {', '.join(END_REASONS)}"

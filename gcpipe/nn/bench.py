@@ -11,14 +11,13 @@ import time
 import numpy as np
 import torch
 
-from gcpipe.engine import GameBatch
+from gcpipe.engine import GUERRILLA, NO_SIDE, GameBatch
 from gcpipe.errors import UserError
 from gcpipe.nn.checkpoint import HIDDEN, LAYERS, Checkpoint, load
 from gcpipe.nn.inference import best_simd
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.player import NetworkPlayer
 
-_GUERRILLA_TO_MOVE = 1   # gc_state.to_move: 1 Guerrilla, 2 COIN
 # Multiply-adds of one network step with outputs (H = 128, L = 2): the encoder's 120 inputs (the C
 # step skips the zero ones), two 128 x 384 MinGRU projections and the 128 x 257 decoder.
 _DENSE_MACS = 2 * 128 * 384 + 128 * 257
@@ -72,7 +71,7 @@ def _play(source: Checkpoint, games: int, plies: int, full_turn: bool, seed: int
             finished = forwards = advances = 0
             started = time.perf_counter()
         obs, _ = batch.observe(all_games)
-        guerrilla_moves = batch.states["to_move"] == _GUERRILLA_TO_MOVE
+        guerrilla_moves = batch.to_move == GUERRILLA
         movers = [np.flatnonzero(guerrilla_moves).astype(np.int32), np.flatnonzero(~guerrilla_moves).astype(np.int32)]
         t1 = time.perf_counter()
         if full_turn:
@@ -84,8 +83,8 @@ def _play(source: Checkpoint, games: int, plies: int, full_turn: bool, seed: int
         forwards += games
         net_seconds += time.perf_counter() - t1
         for side_games, side_logits in zip(movers, logits):
-            batch.sample_apply(side_games, side_logits)
-        done = np.flatnonzero(batch.states["winner"])
+            batch.apply(side_games, batch.sample(side_games, side_logits))
+        done = np.flatnonzero(batch.winners != NO_SIDE)
         for i in done:
             batch.reset(int(i), next_seed)
             next_seed += 1

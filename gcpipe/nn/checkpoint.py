@@ -17,7 +17,8 @@ import torch
 
 from gcpipe.errors import UserError
 from gcpipe.io import atomic_write_bytes
-from gcpipe.nn.model import NUM_ACTIONS, OBS_SIZE, MinGRUPolicy
+from gcpipe.engine import NUM_ACTIONS, OBS_SIZE
+from gcpipe.nn.model import MinGRUPolicy
 
 HIDDEN, LAYERS = 128, 2
 _FLOAT = np.dtype("<f4")
@@ -70,14 +71,6 @@ def tensor_offsets(layout: str) -> dict[str, tuple[int, tuple[int, ...]]]:
         offsets[name] = (at, shape)
         at += 4 * int(np.prod(shape))
     return offsets
-
-
-def sha256_file(path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def detect_layout(path) -> str:

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-OBS_SIZE, NUM_ACTIONS = 120, 256
+from gcpipe.engine import NUM_ACTIONS, OBS_SIZE
 
 
 def _candidate(h: Tensor, sigmoid_h: Tensor) -> Tensor:

@@ -1,10 +1,10 @@
-"""Network players for matches (rules.md §9): batched single-step inference over many games.
+"""Network inference for play (rules.md §9): batched single-step forwards over many games.
 
-`NetworkPlayer` holds one recurrent state per game slot for one (player, side); the match runner
-asks it for logits of the games where its net must step and lets `GameBatch.sample_apply` sample
-the moves in C.  The arithmetic is the C step of gcpipe.nn.inference, so a game's logits are
-bit-identical however games are batched and on every machine.  `NetworkBot` plays one `Game`
-with it (for `gcpipe play` and tests).
+`NetworkPlayer` holds one recurrent state per game slot for one (player, side): `start(n)`,
+`reset(slots)`, `forward(slots, obs) -> logits` and `advance(slots, obs)` are all its users see
+(the `net` player kind, gcpipe.players.network, decides which slots step and samples the moves in
+C).  The arithmetic is the C step of gcpipe.nn.inference, so a game's logits are bit-identical
+however games are batched and on every machine.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gcpipe.engine import NUM_ACTIONS, OBS_SIZE, Game
+from gcpipe.engine import NUM_ACTIONS, OBS_SIZE
 from gcpipe.errors import UserError
 from gcpipe.nn.checkpoint import Checkpoint, load
 from gcpipe.nn.inference import OUTPUTS, CompiledNet
@@ -82,29 +82,3 @@ class NetworkPlayer:
         if len(slots) > 1 and np.bincount(slots).max() > 1:
             raise IndexError("slots must be distinct")
         return slots
-
-
-class NetworkBot:
-    """Plays one side of a single `Game` with a NetworkPlayer (one slot).  Call `observe(game)`
-    before every ply the other side plays (a no-op for actor-only nets; full-turn nets step on it,
-    output discarded) and `choose(game)` on the bot's own plies; `new_game()` at each game start."""
-
-    def __init__(self, player: NetworkPlayer):
-        self.player = player
-        player.start(1)
-        self._slot = np.zeros(1, np.int64)
-
-    def new_game(self) -> None:
-        self.player.reset(self._slot)
-
-    def observe(self, game: Game) -> None:
-        if self.player.full_turn and not game.is_terminal():
-            self.player.advance(self._slot, game.observation()[None])
-
-    def choose(self, game: Game) -> int:
-        """Steps the net on the current observation and samples a legal action from its logits
-        with the game's own generator (rules.md §9); the caller applies it."""
-        if game.is_terminal():
-            raise UserError("the game is over; there is no move to choose")
-        logits = self.player.forward(self._slot, game.observation()[None])[0]
-        return game.sample_action(logits)

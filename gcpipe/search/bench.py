@@ -10,7 +10,7 @@ import time
 import numpy as np
 import torch
 
-from gcpipe.engine import GameBatch
+from gcpipe.engine import NO_SIDE, GameBatch
 from gcpipe.errors import UserError
 from gcpipe.nn.checkpoint import HIDDEN, LAYERS, Checkpoint, load
 from gcpipe.nn.model import MinGRUPolicy
@@ -54,12 +54,10 @@ def _selfplay(source: Checkpoint, settings: SearchSettings, games: int, plies: i
     slots = np.arange(games, dtype=np.int32)
     next_seed, decisions, evaluations = seed + games, 0, 0
     for _ in range(plies):
-        actions = player.choose(batch, slots)     # one net plays both sides: its state steps every ply
+        batch.apply(slots, player.choose(batch, slots))   # one net plays both sides: its state steps every ply
         decisions += games
         evaluations += int(player.last.evaluations.sum())
-        for slot, action in zip(slots, actions):
-            batch.apply(int(slot), int(action))
-        done = np.flatnonzero(batch.states["winner"])
+        done = np.flatnonzero(batch.winners != NO_SIDE)
         for i in done:
             batch.reset(int(i), next_seed)
             next_seed += 1

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from gcpipe.engine import GameBatch
+from gcpipe.engine import GUERRILLA, NO_SIDE, NUM_ACTIONS, PASS_ACTION, GameBatch
 from gcpipe.errors import UserError
 from gcpipe.io import atomic_write_json
 from gcpipe.nn.checkpoint import load
@@ -27,8 +27,7 @@ from gcpipe.nn.inference import OUTPUTS, CompiledNet
 from gcpipe.search.settings import SearchSettings, make_settings
 
 HELD_OUT = 0.2
-_GUERRILLA = 1
-_VALUE_ROW, _PASS_ROW = 256, 255
+_VALUE_ROW, _PASS_ROW = NUM_ACTIONS, PASS_ACTION
 
 
 def selfplay_values(net: CompiledNet, games: int, seed: int, slots: int = 256) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -54,12 +53,13 @@ def selfplay_values(net: CompiledNet, games: int, seed: int, slots: int = 256) -
         obs, _ = batch.observe(active)
         rows = out[:len(active)]
         net.step(states, active, obs, rows)
-        guerrilla = (batch.states["to_move"][active] == _GUERRILLA).astype(np.float32)
+        guerrilla = (batch.to_move[active] == GUERRILLA).astype(np.float32)
         features.append(np.stack([rows[:, _VALUE_ROW], rows[:, _PASS_ROW], guerrilla, np.ones_like(guerrilla)], 1))
         owners.append(slot_game[active].copy())
-        batch.sample_apply(active, rows[:, :_PASS_ROW + 1])
-        finished = active[batch.states["winner"][active] != 0]
-        outcomes[slot_game[finished]] = np.where(batch.states["winner"][finished] == _GUERRILLA, 1.0, -1.0)
+        batch.apply(active, batch.sample(active, rows[:, :NUM_ACTIONS]))
+        winners = batch.winners[active]
+        finished = active[winners != NO_SIDE]
+        outcomes[slot_game[finished]] = np.where(winners[winners != NO_SIDE] == GUERRILLA, 1.0, -1.0)
         slot_game[finished] = -1
         start(finished)
     return np.concatenate(features), np.concatenate(owners), outcomes

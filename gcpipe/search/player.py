@@ -1,4 +1,6 @@
-"""The search player: a checkpoint's network guiding gc_search, over the game slots of a match.
+"""The search player: a checkpoint's network guiding gc_search, over the game slots of a match; the
+`search` kind of gcpipe.players (config `{kind: search, path|run, simulations, ...}`, short spec
+`search:PATH:SIMULATIONS`).
 
 Player protocol (as every player): `start(n_slots)`, `new_games(slots)`, `observe(games, slots)`
 when the other side is about to move, `choose(games, slots)` when this player is.  Recurrent
@@ -12,20 +14,84 @@ and it has no value head: such a player must use value 'rollout'.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gcpipe import paths
 from gcpipe.engine import GameBatch
 from gcpipe.errors import UserError
-from gcpipe.nn.checkpoint import Checkpoint, load
-from gcpipe.nn.inference import CompiledNet
-from gcpipe.search.searcher import SearchResult, Searcher, games_per_call
-from gcpipe.search.settings import SearchSettings
+from gcpipe.protocol import CHECKPOINT_SCHEMA, RuntimePlayer, checkpoint_path
+from gcpipe.search.settings import SETTINGS_SCHEMA, SearchSettings, make_settings
+
+if TYPE_CHECKING:   # torch loads only when a search plays, not whenever players are defined
+    from gcpipe.nn.checkpoint import Checkpoint
+    from gcpipe.nn.inference import CompiledNet
+    from gcpipe.search.searcher import SearchResult, Searcher
 
 
-class SearchPlayer:
+class SearchPlayer(RuntimePlayer):
+    """A search guided by a checkpoint's net: the file (`path`, SHA-256 checked when `sha256` is
+    given) or a training run's final.bin (`run`), and the search settings (SearchSettings; with
+    `calibration: FILE`, the value coefficients a `gcpipe calibrate` file measured)."""
+    kind = "search"
+    schema = {**CHECKPOINT_SCHEMA, "properties": {
+        **CHECKPOINT_SCHEMA["properties"], **SETTINGS_SCHEMA,
+        "calibration": {"type": "string", "minLength": 1,
+                        "description": "a value calibration file of this checkpoint (gcpipe calibrate); "
+                                       "sets value 'calibrated'"},
+    }}
+    task_games = 256    # one full batch of concurrent searches per task
+    pairs_per_step = 16
+
+    @classmethod
+    def spec_usage(cls) -> str:
+        return "search:PATH:SIMULATIONS"
+
+    @classmethod
+    def spec_settings(cls, args: str | None) -> dict:
+        path, _, simulations = (args or "").rpartition(":")
+        if not path or not re.fullmatch(r"[0-9]+", simulations):
+            raise UserError("write search:PATH:SIMULATIONS")
+        return {"path": path, "simulations": int(simulations)}
+
+    @classmethod
+    def define(cls, settings: dict) -> tuple[dict, dict]:
+        """Loads the checkpoint and checks it can guide this search, before any game."""
+        from gcpipe.nn.checkpoint import load
+        from gcpipe.search.calibration import calibrated_settings
+
+        if settings.get("value") == "calibrated" and "value_coef" not in settings and "calibration" not in settings:
+            raise UserError("value 'calibrated' needs a calibration file (calibration: FILE, from gcpipe calibrate) "
+                            "or value_coef")
+        path = checkpoint_path(settings)
+        checkpoint = load(path, expected_sha256=settings.get("sha256"))
+        search = make_settings("search settings",
+                               **{key: value for key, value in settings.items() if key in SETTINGS_SCHEMA})
+        if "calibration" in settings:
+            search = calibrated_settings(search, settings["calibration"], checkpoint.sha256, "calibration")
+        cls(checkpoint, search)   # a file the search cannot use fails here
+        return ({"path": path, "sha256": checkpoint.sha256, "search": search},
+                {"kind": cls.kind, "path": path, "sha256": checkpoint.sha256, "layout": checkpoint.layout,
+                 **search.identity()})
+
+    @classmethod
+    def default_name(cls, settings: dict) -> str:
+        return f"{paths.checkpoint_name(settings['path'])}-s{settings['search'].simulations}"
+
+    @classmethod
+    def build(cls, settings: dict) -> "SearchPlayer":
+        from gcpipe.nn.checkpoint import load
+
+        # The SHA-256 checked when the player was defined must still hold where it plays.
+        return cls(load(settings["path"], expected_sha256=settings["sha256"]), settings["search"])
+
     def __init__(self, checkpoint: Checkpoint | str | Path, settings: SearchSettings, simd: str = "best"):
+        from gcpipe.nn.checkpoint import Checkpoint, load
+        from gcpipe.nn.inference import CompiledNet
+
         if not isinstance(checkpoint, Checkpoint):
             checkpoint = load(checkpoint)
         if not checkpoint.has_value_head and settings.value != "rollout":
@@ -47,6 +113,8 @@ class SearchPlayer:
         self.last: SearchResult | None = None     # the statistics of the latest choose()
 
     def start(self, n_slots: int) -> None:
+        from gcpipe.search.searcher import Searcher, games_per_call
+
         if n_slots <= 0:
             raise UserError(f"a search player needs at least one game slot, got {n_slots}")
         self._states = self.net.new_states(n_slots)

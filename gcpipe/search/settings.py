@@ -11,20 +11,35 @@ row 256) is the Guerrilla's, the pass logit (row 255) the COIN's (model.md §6).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from gcpipe._engine import ffi, lib
 from gcpipe.errors import UserError
+from gcpipe.schema import check, coerce_numbers
 
 VARIANTS = {"puct": lib.GC_SEARCH_PUCT, "gumbel": lib.GC_SEARCH_GUMBEL}
 SQUASHES = {"linear": lib.GC_VALUE_LINEAR, "logistic": lib.GC_VALUE_LOGISTIC}
 VALUE_KINDS = ("outcome", "calibrated", "rollout")
 OUTCOME_COEF = (0.5, -0.5, 0.0, 0.0)
 MAX_SIMULATIONS = 1_000_000
-# The integer settings' ranges (also checked for expert iteration's search_* training settings).
-INTEGER_RANGES = {"simulations": (1, MAX_SIMULATIONS), "considered": (1, lib.GC_SEARCH_MAX_LEGAL),
-                  "rollouts": (0, 10_000)}
+
+# The structure of the settings (JSON Schema properties; the defaults are SearchSettings').  The
+# `search` player kind's config entries and make_settings are both checked against it.
+SETTINGS_SCHEMA = {
+    "simulations": {"type": "integer", "minimum": 1, "maximum": MAX_SIMULATIONS},
+    "variant": {"enum": list(VARIANTS)},
+    "c_puct": {"type": "number", "minimum": 0},
+    "considered": {"type": "integer", "minimum": 1, "maximum": lib.GC_SEARCH_MAX_LEGAL},
+    "c_visit": {"type": "number", "minimum": 0},
+    "c_scale": {"type": "number", "minimum": 0},
+    "value": {"enum": list(VALUE_KINDS)},
+    "value_squash": {"enum": list(SQUASHES)},
+    "value_coef": {"type": "array", "minItems": 4, "maxItems": 4,
+                   "items": {"type": "number", "minimum": -1e30, "maximum": 1e30}},
+    "rollouts": {"type": "integer", "minimum": 0, "maximum": 10_000},
+    "rollout_weight": {"type": "number", "minimum": 0, "maximum": 1},
+    "temperature": {"type": "number", "minimum": 0},
+}
 
 
 @dataclass(frozen=True)
@@ -60,15 +75,25 @@ class SearchSettings:
 
 def make_settings(where: str = "search", **values) -> SearchSettings:
     """SearchSettings from keyword values (None = default), every problem a UserError naming `where`."""
-    settings = SearchSettings(**{k: v for k, v in values.items() if v is not None})
-    _check(settings, where)
+    values = {k: v for k, v in values.items() if v is not None}
+    given = dict(values)
+    if isinstance(values.get("value_coef"), tuple):
+        values["value_coef"] = list(values["value_coef"])
+    check(values, {"type": "object", "properties": SETTINGS_SCHEMA, "additionalProperties": False}, where)
+    values = coerce_numbers(values, SETTINGS_SCHEMA)
+    if "value_coef" in values:
+        values["value_coef"] = tuple(float(v) for v in values["value_coef"])
+    settings = SearchSettings(**values)
+    if settings.rollout_weight > 0 and settings.rollouts < 1:
+        raise UserError(f"{where}: rollout_weight {settings.rollout_weight} needs rollouts >= 1")
+    if settings.temperature > 0 and settings.variant != "puct":
+        raise UserError(f"{where}: temperature applies to the puct variant (Gumbel's move is already drawn)")
     if settings.value == "rollout" and settings.rollouts < 1:
         raise UserError(f"{where}: value 'rollout' needs rollouts >= 1")
     fixed = _FIXED_BY_VALUE.get(settings.value, {})
     for key, setting in fixed.items():       # a named value kind sets these itself: a different one is a mistake
-        given = values.get(key)
-        if given is not None and (tuple(given) if key == "value_coef" else given) != setting:
-            raise UserError(f"{where}: value '{settings.value}' sets {key} to {setting!r} itself, got {given!r}"
+        if key in values and values[key] != setting:
+            raise UserError(f"{where}: value '{settings.value}' sets {key} to {setting!r} itself, got {given[key]!r}"
                             + (" (give value 'calibrated' to choose the value mapping)" if key != "rollout_weight"
                                else ""))
     return replace(settings, **fixed)
@@ -77,36 +102,3 @@ def make_settings(where: str = "search", **values) -> SearchSettings:
 # What the named value kinds of the module doc set.
 _FIXED_BY_VALUE = {"outcome": {"value_squash": "linear", "value_coef": OUTCOME_COEF},
                    "rollout": {"rollout_weight": 1.0, "value_squash": "linear", "value_coef": (0.0, 0.0, 0.0, 0.0)}}
-
-
-def _check(s: SearchSettings, where: str) -> None:
-    def integer(name, low, high):
-        value = getattr(s, name)
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise UserError(f"{where}: {name} must be an integer from {low} to {high}, got {value!r}")
-
-    def number(name, low=0.0, high=math.inf):
-        value = getattr(s, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not low <= value <= high:
-            raise UserError(f"{where}: {name} must be a finite number from {low:g} to {high:g}, got {value!r}")
-
-    for name, (low, high) in INTEGER_RANGES.items():
-        integer(name, low, high)
-    for name in ("c_puct", "c_visit", "c_scale"):
-        number(name)
-    number("rollout_weight", 0.0, 1.0)
-    number("temperature")
-    if s.temperature > 0 and s.variant != "puct":
-        raise UserError(f"{where}: temperature applies to the puct variant (Gumbel's move is already drawn)")
-    if s.variant not in VARIANTS:
-        raise UserError(f"{where}: variant must be one of {', '.join(VARIANTS)}, got {s.variant!r}")
-    if s.value not in VALUE_KINDS:
-        raise UserError(f"{where}: value must be one of {', '.join(VALUE_KINDS)}, got {s.value!r}")
-    if s.value_squash not in SQUASHES:
-        raise UserError(f"{where}: value_squash must be one of {', '.join(SQUASHES)}, got {s.value_squash!r}")
-    coef = s.value_coef
-    if len(coef) != 4 or not all(isinstance(v, (int, float)) and math.isfinite(v) and abs(v) < 1e30 for v in coef):
-        raise UserError(f"{where}: value_coef must be four finite numbers, got {coef!r}")
-    if s.rollout_weight > 0 and s.rollouts < 1:
-        raise UserError(f"{where}: rollout_weight {s.rollout_weight} needs rollouts >= 1")

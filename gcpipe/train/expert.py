@@ -32,17 +32,16 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from gcpipe._engine import lib
-from gcpipe.engine import NUM_ACTIONS, OBS_SIZE, GameBatch
-from gcpipe.engine.bots import mcts_workspace, parse_bot
+from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, NUM_ACTIONS, OBS_SIZE, GameBatch
 from gcpipe.nn.inference import CompiledNet, net_arrays
 from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.players import Player, define
 from gcpipe.search.player import SearchPlayer
 from gcpipe.search.settings import SearchSettings, make_settings
 from gcpipe.train.config import TrainConfig
@@ -52,7 +51,6 @@ from gcpipe.train.sequence import forward_segments
 
 MAX_PLIES = lib.GC_MAX_GAME_PLIES
 SLOTS = 256                    # concurrent games per worker: the search's batch
-GUERRILLA, COIN = 1, 2         # gc_state.to_move codes
 
 
 @dataclass
@@ -62,8 +60,9 @@ class GameRecord:
     masks: np.ndarray          # bool [T, 256]: the mover's legal actions
     targets: np.ndarray        # float32 [T, 256]: pi' at searched plies, 0 elsewhere
     searched: np.ndarray       # bool [T]: the ply was chosen by the search
+    movers: np.ndarray         # int8 [T]: the side to move (GUERRILLA or COIN)
     outcome: float             # +1 Guerrilla won, -1 COIN won
-    search_side: int           # 0 both sides searched (self-play), else the searched side vs the bot
+    search_side: int           # NO_SIDE both sides searched (self-play), else the searched side vs the bot
     root_values: np.ndarray    # float32 [T]: the net's value of each searched root (Guerrilla's), NaN elsewhere
     search_values: np.ndarray  # float32 [T]: the root's value after the search, NaN elsewhere
 
@@ -81,20 +80,21 @@ def game_seed(seed: int, iteration: int, game: int) -> int:
 
 
 def play_games(arrays: dict[str, np.ndarray], settings: SearchSettings, seeds: np.ndarray, search_sides: np.ndarray,
-               opponent: str) -> list[GameRecord]:
-    """Plays one game per seed (search_sides[k]: 0 self-play, GUERRILLA or COIN the searched side
-    against `opponent`) with the network `arrays` (net_arrays) guiding the search."""
+               opponent: Player) -> list[GameRecord]:
+    """Plays one game per seed (search_sides[k]: NO_SIDE self-play, GUERRILLA or COIN the searched
+    side against the player `opponent`) with the network `arrays` (net_arrays) guiding the search.
+    Both play through the player protocol."""
     player = SearchPlayer.from_net(CompiledNet.from_arrays(arrays), settings)
-    bot = parse_bot(opponent)
-    c_bot, workspace = bot.c_bot(), mcts_workspace(bot)
+    bot = opponent.runtime()
     slots = min(SLOTS, len(seeds))
     batch = GameBatch(slots)
-    states = batch.states
     player.start(slots)
+    bot.start(slots)
     obs = np.zeros((slots, MAX_PLIES, OBS_SIZE), np.uint8)
     masks = np.zeros((slots, MAX_PLIES, NUM_ACTIONS), bool)
     targets = np.zeros((slots, MAX_PLIES, NUM_ACTIONS), np.float32)
     searched = np.zeros((slots, MAX_PLIES), bool)
+    movers = np.zeros((slots, MAX_PLIES), np.int8)
     root_values = np.full((slots, MAX_PLIES), np.nan, np.float32)
     search_values = np.full((slots, MAX_PLIES), np.nan, np.float32)
     length = np.zeros(slots, np.int64)
@@ -114,6 +114,7 @@ def play_games(arrays: dict[str, np.ndarray], settings: SearchSettings, seeds: n
                 started.append(slot)
                 next_game += 1
         player.new_games(np.array(started, np.int64))
+        bot.new_games(np.array(started, np.int64))
 
     start(np.arange(slots))
     while (active := np.flatnonzero(slot_game >= 0).astype(np.int32)).size:
@@ -122,28 +123,35 @@ def play_games(arrays: dict[str, np.ndarray], settings: SearchSettings, seeds: n
             raise RuntimeError(f"a self-play game went past {MAX_PLIES} plies, which no legal game does")
         position, legal = batch.observe(active)
         obs[active, plies], masks[active, plies] = position, legal.astype(bool)
+        to_move = batch.to_move[active]
+        movers[active, plies] = to_move
         side = search_sides[slot_game[active]]
-        by_search = (side == 0) | (side == states["to_move"][active])
+        by_search = (side == NO_SIDE) | (side == to_move)
+        actions = np.empty(len(active), np.int32)
         bot_slots = active[~by_search]
         if bot_slots.size:
             player.observe(batch, bot_slots)           # the net steps on the bot's ply too (5c)
-            batch.bot_apply(bot_slots, c_bot, workspace)
+            actions[~by_search] = bot.choose(batch, bot_slots)
+        waiting = by_search & (side != NO_SIDE)
+        if waiting.any():
+            bot.observe(batch, active[waiting])
         search_slots, t = active[by_search], plies[by_search]
         if search_slots.size:
-            actions = player.choose(batch, search_slots, want_policy=True)
+            actions[by_search] = player.choose(batch, search_slots, want_policy=True)
             targets[search_slots, t] = player.last.policy
             searched[search_slots, t] = True
             root_values[search_slots, t] = player.last.root_value
             search_values[search_slots, t] = player.last.search_value
-            for slot, action in zip(search_slots, actions):
-                batch.apply(int(slot), int(action))
+        batch.apply(active, actions)
         length[active] += 1
-        finished = active[states["winner"][active] != 0]
+        winners = batch.winners
+        finished = active[winners[active] != NO_SIDE]
         for slot in finished:
             T = int(length[slot])
             records[slot_game[slot]] = GameRecord(
                 obs=obs[slot, :T].copy(), masks=masks[slot, :T].copy(), targets=targets[slot, :T].copy(),
-                searched=searched[slot, :T].copy(), outcome=1.0 if states["winner"][slot] == GUERRILLA else -1.0,
+                searched=searched[slot, :T].copy(), movers=movers[slot, :T].copy(),
+                outcome=1.0 if winners[slot] == GUERRILLA else -1.0,
                 search_side=int(search_sides[slot_game[slot]]), root_values=root_values[slot, :T].copy(),
                 search_values=search_values[slot, :T].copy())
             slot_game[slot] = -1
@@ -239,10 +247,9 @@ class ExpertIteration:
                                       variant=c.search_variant, considered=c.search_considered, value="outcome",
                                       rollouts=c.search_rollouts, rollout_weight=c.search_rollout_weight,
                                       temperature=1.0 if c.search_variant == "puct" else 0.0)
-        # bot_fraction's games are against `opponent`, with the run's MCTS settings as PPO's are.
-        self.opponent = (f"mcts:{c.mcts_iterations}:{c.mcts_exploration}:{c.mcts_rollout}" if c.opponent == "mcts"
-                         else c.opponent)
-        parse_bot(self.opponent)     # an unplayable bot fails here, before any game
+        # The built-in opponent of the bot_fraction games, as PPO's environments play it.
+        mcts = {"iterations": c.mcts_iterations, "exploration": c.mcts_exploration, "rollout": c.mcts_rollout}
+        self.opponent = define("opponent", {"kind": c.opponent, **(mcts if c.opponent == "mcts" else {})})
         self.workers = max(1, workers)
         self.epoch = 0
         self.global_step = 0
@@ -255,7 +262,7 @@ class ExpertIteration:
         n = c.selfplay_games
         seeds = np.array([game_seed(c.seed, self.epoch, j) for j in range(n)], np.uint32)
         bot_games = round(c.bot_fraction * n)
-        sides = np.zeros(n, np.int64)
+        sides = np.full(n, NO_SIDE, np.int64)
         sides[n - bot_games:] = np.where(np.arange(bot_games) % 2 == 0, GUERRILLA, COIN)
         arrays = net_arrays(self.policy)
         bounds = np.linspace(0, n, self.workers + 1).astype(int)
@@ -328,8 +335,8 @@ class ExpertIteration:
 
 def _selfplay_log(games: list[GameRecord]) -> dict[str, float]:
     """The iteration's self-play statistics (the training log fields of gcpipe.train.run)."""
-    selfplay = [g for g in games if g.search_side == 0]
-    versus = [g for g in games if g.search_side != 0]
+    selfplay = [g for g in games if g.search_side == NO_SIDE]
+    versus = [g for g in games if g.search_side != NO_SIDE]
     out = {"games": float(len(games)), "episode_length": float(np.mean([g.plies for g in games]))}
     if selfplay:
         out["selfplay_guerrilla_wins"] = float(np.mean([g.outcome > 0 for g in selfplay]))
@@ -341,8 +348,7 @@ def _selfplay_log(games: list[GameRecord]) -> dict[str, float]:
             errors = []
             for g in games:
                 values = getattr(g, key)
-                movers = g.obs[:, 113]
-                keep = ~np.isnan(values) & (movers == side)
+                keep = ~np.isnan(values) & (g.movers == side)
                 win = (g.outcome + 1) / 2
                 errors.append(((values[keep] + 1) / 2 - win) ** 2)
             errors = np.concatenate(errors) if errors else np.zeros(0)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gcpipe.engine import COIN, PASS_ACTION, SIDE_NAMES
 from gcpipe.engine.vecenv import VecEnv
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.train.config import TrainConfig
@@ -28,8 +29,7 @@ from gcpipe.train.pool import OpponentPool
 from gcpipe.train.sequence import forward_segments
 
 ILLEGAL_LOGIT = -1e4   # model.md §3: finite, so log-probs and entropy stay finite
-COIN_VALUE_ROW = 255   # the pass logit, read as the COIN rows' value with `side_value` (config.py)
-COIN = 2               # slot_sides code of COIN (rules.md §6; 1 is Guerrilla)
+COIN_VALUE_ROW = PASS_ACTION   # the pass logit, read as the COIN rows' value with `side_value` (config.py)
 
 
 def masked_logits(logits: Tensor, mask: Tensor) -> Tensor:
@@ -93,30 +93,40 @@ class PPO:
         self.optimizer = Muon(self.policy.parameters(), lr=c.learning_rate, momentum=c.muon_momentum)
         self.epoch = 0
         self.global_step = 0
-
-        self.env = VecEnv(c.num_envs, selfplay=c.selfplay, side=c.side, opponent=c.opponent,
-                          mcts_iterations=c.mcts_iterations, mcts_exploration=c.mcts_exploration,
+        self.env = VecEnv(c.num_envs, selfplay=c.selfplay, side=None if c.side == "random" else SIDE_NAMES.index(c.side),
+                          opponent=c.opponent, mcts_iterations=c.mcts_iterations, mcts_exploration=c.mcts_exploration,
                           mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed)
         self.env.reset()
-        slots = self.env.num_slots
-        num_rows = c.num_envs * slots
+        num_rows = c.num_envs * self.env.num_slots
         # Zero-copy torch views of the env buffers, flattened to rows.
         self.obs = torch.from_numpy(self.env.observations).view(num_rows, -1)
         self.masks = torch.from_numpy(self.env.action_masks).view(torch.bool).view(num_rows, -1)
         self.actions = torch.from_numpy(self.env.actions).view(num_rows)
         self.rewards = torch.from_numpy(self.env.rewards).view(num_rows)
         self.terminals = torch.from_numpy(self.env.terminals).view(num_rows)
-        self.sides = torch.from_numpy(self.env.slot_sides).view(num_rows)
         self.side_value = c.side_value and c.selfplay
+        self._assign_rows()
+        self.pool = None
+        if c.num_historical_envs:
+            self.env.opponent_tags[self.first_historical:] = 1 + np.arange(c.num_historical_envs) % min(
+                c.frozen_banks, c.num_historical_envs)
+            self.pool = OpponentPool(c.pool_size, c.num_historical_envs, c.frozen_banks, c.seed,
+                                     lambda: make_policy(c))
+            self.pool.add(0, self.policy)
+        self.state = self.policy.initial_state(num_rows)    # recurrent state of every row
+        self._allocate_buffers()
 
-        # Which rows play what.
-        first_historical = c.num_envs - c.num_historical_envs
-        first_bot = first_historical - c.num_bot_envs
-        self.historical_rows = torch.arange(first_historical, c.num_envs) * slots + 1
+    def _assign_rows(self) -> None:
+        """Which rows play what (see the module docstring), and the bot envs' opponent tags."""
+        c, slots = self.config, self.env.num_slots
+        num_rows = c.num_envs * slots
+        self.first_historical = c.num_envs - c.num_historical_envs
+        first_bot = self.first_historical - c.num_bot_envs
+        self.historical_rows = torch.arange(self.first_historical, c.num_envs) * slots + 1
         is_current = torch.ones(num_rows, dtype=torch.bool)
         is_current[self.historical_rows] = False
-        is_current[torch.arange(first_bot, first_historical) * slots + 1] = False
-        self.env.opponent_tags[first_bot:first_historical] = -1
+        is_current[torch.arange(first_bot, self.first_historical) * slots + 1] = False
+        self.env.opponent_tags[first_bot:self.first_historical] = -1
         is_trained = torch.zeros(num_rows, dtype=torch.bool)
         is_trained[0::slots] = True
         if c.train_slot_1 and c.selfplay:
@@ -128,19 +138,9 @@ class PPO:
         self.all_current = bool(is_current.all())
         self.all_trained = bool(is_trained.all())
 
-        self.pool = None
-        if c.num_historical_envs:
-            self.env.opponent_tags[first_historical:] = 1 + np.arange(c.num_historical_envs) % min(
-                c.frozen_banks, c.num_historical_envs)
-            self.pool = OpponentPool(c.pool_size, c.num_historical_envs, c.frozen_banks, c.seed,
-                                     lambda: make_policy(c))
-            self.pool.add(0, self.policy)
-        self.first_historical = first_historical
-
-        self.state = self.policy.initial_state(num_rows)    # recurrent state of every row
-
-        # Epoch buffers, segment-major [rows, horizon, ...].
-        rows, horizon = len(self.trained_rows), c.horizon
+    def _allocate_buffers(self) -> None:
+        """The epoch buffers, segment-major [trained rows, horizon, ...]."""
+        rows, horizon = len(self.trained_rows), self.config.horizon
         self.buf_obs = torch.zeros(rows, horizon, self.obs.shape[1], dtype=torch.uint8)
         self.buf_masks = torch.zeros(rows, horizon, self.masks.shape[1], dtype=torch.bool)
         self.buf_actions = torch.zeros(rows, horizon, dtype=torch.int64)
@@ -152,6 +152,10 @@ class PPO:
         self.buf_coin = torch.zeros(rows, horizon, dtype=torch.bool)   # side_value: the row plays COIN
         self.buf_initial_state = torch.zeros(self.policy.layers, rows, self.policy.hidden)
         self.buf_bootstrap = torch.zeros(rows)
+
+    def _coin_rows(self) -> Tensor:
+        """Which rows play COIN in the games now in the env's observations."""
+        return torch.from_numpy(self.env.slot_sides == COIN).view(-1)
 
     # ---------------------------------------------------------------- rollout
     @torch.inference_mode()
@@ -176,7 +180,7 @@ class PPO:
             pick = None if self.all_trained and rows is None else self.trained_in_current
             take = (lambda x: x) if pick is None else (lambda x: x[pick])
             if self.side_value:
-                coin = (self.sides if rows is None else self.sides[rows]) == COIN
+                coin = self._coin_rows() if rows is None else self._coin_rows()[rows]
                 values = side_values(logits, values, coin)
                 self.buf_coin[:, t] = take(coin)
             self.buf_obs[:, t] = take(obs)
@@ -211,7 +215,7 @@ class PPO:
 
         # The value after the last step, for the segments' bootstrap.
         logits, values, _ = self.policy.step(self.obs[self.trained_rows], self.state[:, self.trained_rows])
-        coin = self.sides[self.trained_rows] == COIN if self.side_value else None
+        coin = self._coin_rows()[self.trained_rows] if self.side_value else None
         self.buf_bootstrap.copy_(side_values(logits, values, coin))
         self.global_step += c.steps_per_epoch
 

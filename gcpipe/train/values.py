@@ -12,20 +12,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from gcpipe.engine import COIN, GUERRILLA, NO_SIDE
 from gcpipe.errors import UserError
 from gcpipe.nn.checkpoint import load
 from gcpipe.nn.inference import net_arrays
+from gcpipe.players import define
 from gcpipe.search.calibration import calibrated_settings
 from gcpipe.search.settings import make_settings
+from gcpipe.train.expert import game_seed, play_games   # the trainer's self-play, on held-out seeds
 
 BINS = 10
 _SEED_OFFSET = 0x5EED0000     # game seeds apart from training's (gcpipe.train.expert.game_seed)
-_SIDES = {1: "guerrilla_to_move", 2: "coin_to_move"}
+_SIDES = {GUERRILLA: "guerrilla_to_move", COIN: "coin_to_move"}
 
 
 def value_accuracy(checkpoint_path, games: int = 400, simulations: int = 32, seed: int = 1,
                    calibration=None) -> dict:
-    from gcpipe.train.expert import game_seed, play_games   # the trainer's self-play, held-out seeds
 
     checkpoint = load(checkpoint_path)
     if not checkpoint.has_value_head:
@@ -36,13 +38,14 @@ def value_accuracy(checkpoint_path, games: int = 400, simulations: int = 32, see
     if calibration is not None:
         settings = calibrated_settings(settings, calibration, checkpoint.sha256, "gcpipe values")
     seeds = np.array([game_seed(seed + _SEED_OFFSET, 0, j) for j in range(games)], np.uint32)
-    records = play_games(net_arrays(checkpoint.model), settings, seeds, np.zeros(games, np.int64), "greedy")
+    records = play_games(net_arrays(checkpoint.model), settings, seeds, np.full(games, NO_SIDE),
+                         define("greedy", {"kind": "greedy"}))
     report = {"checkpoint_sha256": checkpoint.sha256, "games": games, "simulations": simulations,
               "value": settings.value, "guerrilla_win_rate": float(np.mean([r.outcome > 0 for r in records]))}
     for side, label in _SIDES.items():
         net, search, won = [], [], []
         for r in records:
-            rows = r.obs[:, 113] == side
+            rows = r.movers == side
             net.append(r.root_values[rows])
             search.append(r.search_values[rows])
             won.append(np.full(int(rows.sum()), r.outcome > 0, dtype=float))

@@ -1,0 +1,135 @@
+"""The structural rules of every setting a user writes: config/schema.yaml (JSON Schema) and the
+settings schemas of the player kinds (gcpipe.players), checked by one validator that fills in
+the defaults and reports the first problem as one line naming the key, e.g.
+    players.mcts.iterations: -5 is less than the minimum of 1
+Code elsewhere keeps only rules that span several settings.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import re
+from pathlib import Path
+
+import yaml
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import best_match
+
+import gcpipe
+from gcpipe.errors import UserError
+
+SCHEMA_PATH = Path(gcpipe.__file__).resolve().parents[1] / "config" / "schema.yaml"
+
+
+@functools.cache
+def _schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def load_schema() -> dict:
+    """config/schema.yaml as a fresh mapping (callers may change their copy)."""
+    return copy.deepcopy(_schema())
+
+
+# Names end up in file names (G__C.jsonl) and Snakemake wildcards, so "__" and path characters are out.
+NAME_PATTERN = _schema()["$defs"]["name"]["pattern"]
+
+
+def _extend_with_defaults(validator_class):
+    """A validator that fills in each property's `default` before validating it (the recipe
+    snakemake's `validate` uses), copying the default so filled configs never share objects
+    with the schema or with each other."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def properties_with_defaults(validator, properties, instance, schema):
+        if validator.is_type(instance, "object"):
+            for name, subschema in properties.items():
+                if "default" in subschema and name not in instance:
+                    instance[name] = copy.deepcopy(subschema["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(validator_class, {"properties": properties_with_defaults})
+
+
+def _finite_number(checker, instance) -> bool:
+    """JSON Schema's "number", without NaN and the infinities (YAML's .nan, .inf), which slip
+    through every minimum and maximum."""
+    return Draft202012Validator.TYPE_CHECKER.is_type(instance, "number") and math.isfinite(instance)
+
+
+_DefaultingValidator = validators.extend(
+    _extend_with_defaults(Draft202012Validator),
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("number", _finite_number))
+
+_TYPE_WORDS = {"object": "a mapping", "array": "a list", "string": "a string",
+               "integer": "an integer", "number": "a finite number", "boolean": "true or false"}
+_NUMBER_TEXT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def key_path(parts) -> str:
+    """players.m.iterations, matches.field[1]: where a value sits in a config."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _describe(error) -> str:
+    """One line for a schema violation: where it is, and what is wrong in the user's words."""
+    where = key_path(error.absolute_path)
+    instance, schema = error.instance, error.schema
+    if error.validator == "additionalProperties":
+        allowed = list(schema.get("properties", {}))
+        unknown = [key for key in instance if key not in allowed]
+        what = (f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}"
+                + (f" (allowed: {', '.join(allowed)})" if allowed else ""))
+    elif error.validator == "required":
+        what = f"missing key {error.message.split(' is a required')[0]}"
+    elif error.validator == "oneOf" and all(set(branch) == {"required"} for branch in error.validator_value):
+        properties = schema.get("properties", {})
+        keys = [key for branch in error.validator_value for key in branch["required"]]
+        what = "needs exactly one of " + " or ".join(
+            f"'{key}'" + (f" ({properties[key]['description']})" if "description" in properties.get(key, {}) else "")
+            for key in keys)
+    elif error.validator == "enum":
+        what = f"{instance!r} is not one of {', '.join(map(str, error.validator_value))}"
+    elif error.validator == "type":
+        expected = _TYPE_WORDS.get(error.validator_value, error.validator_value)
+        what = f"must be {expected}, got {instance!r}"
+        if isinstance(instance, str) and _NUMBER_TEXT.match(instance):
+            what += f" (YAML reads {instance} as text: write the number in full, or as 1.0e+6)"
+    elif error.validator == "minProperties":
+        what = "must not be empty"
+    elif error.validator == "pattern":
+        # A bad key (e.g. a player name) is checked by `propertyNames`; say it is a name.
+        kind = "name " if "propertyNames" in error.absolute_schema_path else ""
+        what = f"{kind}{instance!r} has the wrong form" + (f": {schema['description'].rstrip('.')}"
+                                                          if "description" in schema else "")
+    elif error.validator == "uniqueItems":
+        what = f"lists an entry twice: {instance!r}"
+    else:
+        what = error.message
+    return f"{where}: {what}" if where else what
+
+
+def check(instance, schema: dict, where: str = "") -> object:
+    """Validate `instance` in place against `schema` (its "#/$defs/..." references resolve in
+    config/schema.yaml unless `schema` brings its own $defs), filling in defaults; returns it.
+    A violation is a UserError "WHERE: key.path: what is wrong" (WHERE and the path when given)."""
+    if "$defs" not in schema:
+        schema = {**schema, "$defs": _schema()["$defs"]}
+    error = best_match(_DefaultingValidator(schema).iter_errors(instance))
+    if error is not None:
+        text = _describe(error)
+        raise UserError(f"{where}: {text}" if where else text)
+    return instance
+
+
+def coerce_numbers(values: dict, properties: dict) -> dict:
+    """`values` with integer-valued settings as int and number settings as float, per the schema's
+    `properties` (JSON Schema takes 1.0e6 as an integer and 1 as a number; Python code and the
+    records written from the settings want one type per setting)."""
+    kinds = {"integer": int, "number": float}
+    return {key: kinds[properties[key]["type"]](value)
+            if properties.get(key, {}).get("type") in kinds else value for key, value in values.items()}
