@@ -16,12 +16,15 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from gcpipe.config import (NETWORK_KINDS, RESULTS, check_pipeline, config_text, match_plan, net_checkpoint,
-                           roster_positions, shards, validate_config, write_if_changed)
+from gcpipe import paths
+from gcpipe.config import config_text, validate_config
 from gcpipe.elo import ORDO_FILES, OUTPUT_FILES
 from gcpipe.engine.build import CSRC
-from gcpipe.match.viewer import VIEW_FILES
 from gcpipe.errors import UserError
+from gcpipe.match.viewer import VIEW_FILES
+from gcpipe.players import roster_positions
+from gcpipe.schema import NAME_PATTERN
+from gcpipe.workflow import check_pipeline, checkpoint_of, match_plan, shards, write_if_changed
 
 
 # The default config sits beside this Snakefile (so `--directory` can put results/ anywhere).
@@ -61,20 +64,21 @@ report: "report/workflow.rst"
 CONFIG_SOURCE = ", ".join(map(str, workflow.overwrite_configfiles or workflow.configfiles)) or "--config"
 try:
     validate_config(config, source=CONFIG_SOURCE)
-    check_pipeline(config, RESULTS, source=CONFIG_SOURCE)
+    check_pipeline(config, paths.RESULTS, source=CONFIG_SOURCE)
 except UserError as error:
     raise WorkflowError(f"gcpipe: error: {error}") from None
 
-CONFIG = str(write_if_changed(RESULTS / "config.yaml", config_text(config)))
-BUILD = "results/engine/build.json"
+CONFIG = str(write_if_changed(paths.RESOLVED_CONFIG, config_text(config)))
+BUILD = str(paths.ENGINE_BUILD)
 PLAYERS = config["players"]
 RUNS = list(config["runs"])
 CELLS = {cell.name: cell for cell in match_plan(config)}
-ROSTER = roster_positions(config)
+ROSTER = roster_positions(PLAYERS)
 # The software of every job under --use-conda (without it: the `gcpipe` on PATH).
 SOFTWARE = "envs/gcpipe.yaml"
 ELO_FILES = OUTPUT_FILES + (ORDO_FILES if config["elo"]["ordo"] else ())
-ELO_OUTPUTS = [f"results/elo/{name}" for name in ELO_FILES]
+ELO_OUTPUTS = [str(paths.ELO / name) for name in ELO_FILES]
+LOGS, BENCHMARKS = paths.LOGS, paths.BENCHMARKS
 ELO_CAPTIONS = {
     "ratings.csv": "report/ratings.rst",
     "crosstable.csv": "report/crosstable.rst",
@@ -90,12 +94,12 @@ GAME_VIEWS = list(VIEW_FILES.values())
 # What the main job makes: everything the HTML report shows, so `snakemake --report` works after it.
 MAIN_OUTPUTS = [
     *ELO_OUTPUTS,
-    "results/provenance.json",
-    *(f"results/runs/{run}/training.png" for run in RUNS),
-    *(f"results/games/{cell}/{view}" for cell in config["report"]["games"] for view in GAME_VIEWS),
+    str(paths.PROVENANCE),
+    *(str(paths.run_dir(run) / "training.png") for run in RUNS),
+    *(str(paths.games_dir(cell) / view) for cell in config["report"]["games"] for view in GAME_VIEWS),
 ]
 
-NAME = r"[A-Za-z0-9][A-Za-z0-9.\-]*(?:_[A-Za-z0-9.\-]+)*"
+NAME = NAME_PATTERN.removeprefix("^").removesuffix("$")
 
 
 wildcard_constraints:
@@ -114,25 +118,19 @@ localrules:
     games,
 
 
-def checkpoint_of(name):
-    """The checkpoint file a player needs (as a list: bots need none)."""
-    player = PLAYERS[name]
-    return [str(net_checkpoint(player))] if player["kind"] in NETWORK_KINDS else []
-
-
 def init_checkpoint_of(run):
     """The final.bin a run starts from (its init_run's), as a list: most runs start fresh."""
-    init = config["runs"][run].get("init_run")
-    return [f"results/runs/{init}/final.bin"] if init else []
+    init = config["runs"][run]["init_run"]
+    return [str(paths.final_checkpoint(init))] if init else []
 
 
 def field_checkpoints():
-    return sorted({path for name in config["matches"]["field"] for path in checkpoint_of(name)})
+    return sorted({path for name in config["matches"]["field"] for path in checkpoint_of(PLAYERS[name])})
 
 
 def shard_summaries(wildcards):
     cell = CELLS[f"{wildcards.guerrilla}__{wildcards.coin}"]
-    return [f"results/matches/shards/{cell.name}/{first}-{games}.json"
+    return [str(paths.shard_summary(cell.name, first, games))
             for first, games in shards(cell.games, config["matches"]["shard_size"])]
 
 
@@ -163,7 +161,7 @@ rule build_engine:
     conda:
         SOFTWARE
     log:
-        "results/logs/build_engine.log",
+        str(LOGS / "build_engine.log"),
     threads: 1
     resources:
         mem_mb=2000,
@@ -179,47 +177,48 @@ rule train:
     output:
         # Only final.bin: metrics.csv, checkpoints/ and state.pt stay when a job fails, so the
         # rerun of a killed training continues from its last saved state.
-        "results/runs/{run}/final.bin",
+        str(paths.final_checkpoint("{run}")),
     params:
         settings=lambda wildcards: json.dumps(config["runs"][wildcards.run], sort_keys=True),
         config=CONFIG,
+        folder=lambda wildcards, output: str(Path(output[0]).parent),
     conda:
         SOFTWARE
     log:
-        "results/logs/train/{run}.log",
+        str(LOGS / "train" / "{run}.log"),
     benchmark:
-        "results/benchmarks/train/{run}.tsv"
+        str(BENCHMARKS / "train" / "{run}.tsv")
     threads: 2
     resources:
         cpus=lambda wildcards, threads: min(threads, LOCAL_CPUS),
         mem_mb=8000,
         runtime=240,
     shell:
-        "gcpipe train {wildcards.run} --config {params.config} --out results/runs/{wildcards.run} --threads {threads} > {log} 2>&1"
+        "gcpipe train {wildcards.run} --config {params.config} --out {params.folder} --threads {threads} > {log} 2>&1"
 
 
 rule match:
     input:
         BUILD,
-        lambda wildcards: checkpoint_of(wildcards.guerrilla),
-        lambda wildcards: checkpoint_of(wildcards.coin),
+        lambda wildcards: checkpoint_of(PLAYERS[wildcards.guerrilla]),
+        lambda wildcards: checkpoint_of(PLAYERS[wildcards.coin]),
     output:
         # The summary, written when the shard is complete.  The ledger beside it is not a declared
         # output, so a failed or killed job's ledger survives and the rerun plays only the missing games.
-        "results/matches/shards/{guerrilla}__{coin}/{first}-{games}.json",
+        str(paths.shard_summary("{guerrilla}__{coin}", "{first}", "{games}")),
     params:
         ledger=lambda wildcards, output: ledger_of(output[0]),
-        # The players' settings and roster positions fix every game's seed and play.
+        # The players' settings and roster positions fix every game's seed and play; the job
+        # reads both from the config (the roster positions by the same rule, roster_positions).
         players=lambda wildcards: json.dumps([PLAYERS[wildcards.guerrilla], PLAYERS[wildcards.coin]], sort_keys=True),
-        roster_g=lambda wildcards: ROSTER[wildcards.guerrilla],
-        roster_c=lambda wildcards: ROSTER[wildcards.coin],
+        roster=lambda wildcards: [ROSTER[wildcards.guerrilla], ROSTER[wildcards.coin]],
         config=CONFIG,
     conda:
         SOFTWARE
     log:
-        "results/logs/match/{guerrilla}__{coin}/{first}-{games}.log",
+        str(LOGS / "match" / "{guerrilla}__{coin}" / "{first}-{games}.log"),
     benchmark:
-        "results/benchmarks/match/{guerrilla}__{coin}/{first}-{games}.tsv"
+        str(BENCHMARKS / "match" / "{guerrilla}__{coin}" / "{first}-{games}.tsv")
     threads: 2
     resources:
         cpus=lambda wildcards, threads: min(threads, LOCAL_CPUS),
@@ -227,100 +226,105 @@ rule match:
         runtime=120,
     shell:
         "gcpipe match {wildcards.guerrilla} {wildcards.coin} --config {params.config}"
-        " --first-game {wildcards.first} --games {wildcards.games} --roster-g {params.roster_g} --roster-c {params.roster_c}"
-        " --workers {threads} --out {params.ledger} > {log} 2>&1"
+        " --first-game {wildcards.first} --games {wildcards.games} --workers {threads} --out {params.ledger} > {log} 2>&1"
 
 
 rule merge:
     input:
         shard_summaries,
     output:
-        ledger="results/matches/{guerrilla}__{coin}.jsonl",
-        summary="results/matches/{guerrilla}__{coin}.json",
+        ledger=str(paths.ledger("{guerrilla}__{coin}")),
+        summary=str(paths.ledger("{guerrilla}__{coin}").with_suffix(".json")),
     params:
         ledgers=lambda wildcards, input: " ".join(ledger_of(summary) for summary in input),
         games=lambda wildcards: CELLS[f"{wildcards.guerrilla}__{wildcards.coin}"].games,
     conda:
         SOFTWARE
     log:
-        "results/logs/merge/{guerrilla}__{coin}.log",
+        str(LOGS / "merge" / "{guerrilla}__{coin}.log"),
     shell:
         "gcpipe merge {params.ledgers} --games {params.games} --out {output.ledger} > {log} 2>&1"
 
 
 rule elo:
     input:
-        [f"results/matches/{name}.jsonl" for name in CELLS],
+        [str(paths.ledger(name)) for name in CELLS],
     output:
         [
-            report(f"results/elo/{name}", caption=ELO_CAPTIONS[name], category="Elo")
+            report(str(paths.ELO / name), caption=ELO_CAPTIONS[name], category="Elo")
             if name in ELO_CAPTIONS
-            else f"results/elo/{name}"
+            else str(paths.ELO / name)
             for name in ELO_FILES
         ],
     params:
         anchor=config["elo"]["anchor"],
         order=",".join(config["elo"]["order"]),
         ordo="--ordo" if config["elo"]["ordo"] else "",
+        folder=lambda wildcards, output: str(Path(output[0]).parent),
     conda:
         SOFTWARE
     log:
-        "results/logs/elo.log",
+        str(LOGS / "elo.log"),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=15,
     shell:
-        "gcpipe elo {input} --out results/elo --anchor {params.anchor} --order {params.order} {params.ordo} > {log} 2>&1"
+        "gcpipe elo {input} --out {params.folder} --anchor {params.anchor} --order {params.order} {params.ordo} > {log} 2>&1"
 
 
 rule games:
     input:
-        ledger="results/matches/{guerrilla}__{coin}.jsonl",
+        ledger=str(paths.ledger("{guerrilla}__{coin}")),
         # The replay plays the recorded players again.
-        checkpoints=lambda wildcards: checkpoint_of(wildcards.guerrilla) + checkpoint_of(wildcards.coin),
+        checkpoints=lambda wildcards: checkpoint_of(PLAYERS[wildcards.guerrilla]) + checkpoint_of(PLAYERS[wildcards.coin]),
     output:
         [
             report(
-                f"results/games/{{guerrilla}}__{{coin}}/{view}",
+                str(paths.games_dir("{guerrilla}__{coin}") / view),
                 caption="report/games.rst",
                 category="Games",
                 subcategory="{guerrilla}__{coin}",
             )
             for view in GAME_VIEWS
         ],
+    params:
+        folder=lambda wildcards, output: str(Path(output[0]).parent),
     conda:
         SOFTWARE
     log:
-        "results/logs/games/{guerrilla}__{coin}.log",
+        str(LOGS / "games" / "{guerrilla}__{coin}.log"),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
     shell:
-        "gcpipe view {input.ledger} --out results/games/{wildcards.guerrilla}__{wildcards.coin} > {log} 2>&1"
+        "gcpipe view {input.ledger} --out {params.folder} > {log} 2>&1"
 
 
 rule report:
     input:
-        "results/runs/{run}/final.bin",
+        str(paths.final_checkpoint("{run}")),
     output:
         report(
-            "results/runs/{run}/training.png",
+            str(paths.run_dir("{run}") / "training.png"),
             caption="report/training.rst",
             category="Training",
             subcategory="{run}",
         ),
     conda:
         SOFTWARE
+    params:
+        # Written by the training job beside final.bin (not a declared output: see rule train).
+        metrics=lambda wildcards: str(paths.run_dir(wildcards.run) / "metrics.csv"),
     log:
-        "results/logs/report/{run}.log",
+        str(LOGS / "report" / "{run}.log"),
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
     shell:
-        "gcpipe plot-training results/runs/{wildcards.run}/metrics.csv --title {wildcards.run} --out {output} > {log} 2>&1"
+        "gcpipe plot-training {params.metrics} --title {wildcards.run} --out {output} > {log} 2>&1"
 
 
 rule provenance:
@@ -329,11 +333,11 @@ rule provenance:
         build=BUILD,
         artifacts=[*field_checkpoints(), *ELO_OUTPUTS],
     output:
-        report("results/provenance.json", caption="report/provenance.rst", category="Provenance"),
+        report(str(paths.PROVENANCE), caption="report/provenance.rst", category="Provenance"),
     conda:
         SOFTWARE
     log:
-        "results/logs/provenance.log",
+        str(LOGS / "provenance.log"),
     shell:
         "gcpipe provenance --config {input.config} --build {input.build} --out {output}"
         " {input.artifacts} > {log} 2>&1"

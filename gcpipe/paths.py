@@ -12,6 +12,7 @@ RUNS = RESULTS / "runs"
 MATCHES = RESULTS / "matches"
 COMPARE = RESULTS / "compare"
 ELO = RESULTS / "elo"
+GAMES = RESULTS / "games"
 LOGS = RESULTS / "logs"
 BENCHMARKS = RESULTS / "benchmarks"
 
@@ -37,6 +38,11 @@ def checkpoint_name(path) -> str:
 def ledger(cell: str, folder: Path = MATCHES) -> Path:
     """A cell's ledger G__C.jsonl; its summary is the same path with .json."""
     return Path(folder) / f"{cell}.jsonl"
+
+
+def games_dir(cell: str) -> Path:
+    """The pictures of a cell's games (gcpipe view)."""
+    return GAMES / cell
 
 
 def shard_summary(cell: str, first, games) -> Path:

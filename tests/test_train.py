@@ -10,9 +10,11 @@ import torch
 from typer.testing import CliRunner
 
 from gcpipe.cli import app
+from gcpipe.config import run_config
+from gcpipe.engine import COIN, GUERRILLA
 from gcpipe.errors import UserError
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.train.config import TrainConfig, load_run_config, make_config
+from gcpipe.train.config import TrainConfig, make_config
 from gcpipe.train.evaluate import win_rate
 from gcpipe.train.muon import Muon, newton_schulz
 from gcpipe.train.ppo import PPO, sample_actions, vtrace_gae
@@ -33,7 +35,7 @@ def one_thread():
 
 # ------------------------------------------------------------------ config
 def test_defaults_are_model_md_section_4():
-    c = TrainConfig()
+    c = make_config()
     assert (c.total_timesteps, c.num_envs * c.num_slots, c.horizon, c.minibatch_size) == (100_000_000, 4096, 64, 8192)
     assert c.steps_per_epoch == 262_144
     assert (c.learning_rate, c.muon_momentum, c.gamma, c.gae_lambda) == (0.015, 0.95, 0.98, 0.90)
@@ -45,34 +47,44 @@ def test_defaults_are_model_md_section_4():
 
 def test_run_config_is_read_from_the_runs_mapping(tmp_path):
     path = tmp_path / "config.yaml"
-    path.write_text("runs:\n  small: {num_envs: 64, total_timesteps: 1e6, selfplay: false}\n")
-    config = load_run_config(path, "small")
+    path.write_text("players: {r: {kind: random}}\nruns:\n  small: {num_envs: 64, total_timesteps: 1.0e+6, selfplay: false}\n")
+    config = run_config(path, "small")
     assert (config.num_envs, config.total_timesteps, config.selfplay, config.horizon) == (64, 1_000_000, False, 64)
+    assert isinstance(config.total_timesteps, int) and isinstance(config.learning_rate, float)
+    # `gcpipe train` reads the whole config through the pipeline's schema, as `gcpipe match` does.
+    path.write_text("players: {r: {kind: robot}}\nruns:\n  small: {}\n")
+    with pytest.raises(UserError, match=r"players\.r\.kind: 'robot' is not one of random, greedy, mcts, net$"):
+        run_config(path, "small")
+    path.write_text("players: {r: {kind: random}}\nruns:\n  small: {total_timesteps: 1e6}\n")
+    with pytest.raises(UserError, match=r"runs\.small\.total_timesteps: must be an integer, got '1e6' \(YAML reads "
+                                        r"1e6 as text: write the number in full, or as 1\.0e\+6\)$"):
+        run_config(path, "small")
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"learning_rat": 0.1}, "unknown setting 'learning_rat'"),
-    ({"num_envs": "many"}, "'num_envs' must be an integer"),
-    ({"num_envs": 0}, "'num_envs' must be positive"),
-    ({"gamma": 1.5}, "'gamma' must lie in [0, 1]"),
-    ({"layout": "5d"}, "'layout' must be one of"),
-    ({"side": 3}, "'side' must be 0"),
-    ({"selfplay": "yes"}, "'selfplay' must be true or false"),
-    ({"minibatch_size": 100}, "multiple of 'horizon'"),
+    ({"learning_rat": 0.1}, "unknown key 'learning_rat' (allowed: total_timesteps, num_envs, "),
+    ({"num_envs": "many"}, "num_envs: must be an integer, got 'many'"),
+    ({"num_envs": 0}, "num_envs: 0 is less than the minimum of 1"),
+    ({"gamma": 1.5}, "gamma: 1.5 is greater than the maximum of 1"),
+    ({"learning_rate": float("nan")}, "learning_rate: must be a finite number, got nan"),
+    ({"layout": "5d"}, "layout: '5d' is not one of 5c, 5c-bias, legacy"),
+    ({"side": 1}, "side: 1 is not one of random, guerrilla, coin"),
+    ({"selfplay": "yes"}, "selfplay: must be true or false, got 'yes'"),
+    ({"minibatch_size": 100}, "'minibatch_size' (100) must be a multiple of 'horizon' (64)"),
     ({"bot_fraction": 0.9}, "'bot_fraction' + 'historical_fraction' must not exceed 1"),
     ({"bot_fraction": 0.1, "selfplay": False}, "'bot_fraction' applies to self-play only"),
 ])
 def test_bad_settings_are_user_errors_naming_the_key(settings, message):
-    with pytest.raises(UserError, match=re.escape(message)):
-        make_config(settings)
+    with pytest.raises(UserError, match="^" + re.escape(f"runs.r: {message}")):
+        make_config(settings, where="runs.r")
 
 
 def test_cli_reports_a_missing_run_in_one_line(tmp_path):
     path = tmp_path / "config.yaml"
-    path.write_text("runs:\n  a: {}\n")
+    path.write_text("players: {r: {kind: random}}\nruns:\n  a: {}\n")
     result = CliRunner().invoke(app, ["train", "b", "--config", str(path), "--out", str(tmp_path / "out")])
     assert result.exit_code == 2
-    assert "has no run 'b' (runs: a)" in result.output
+    assert result.output == f"gcpipe: error: config {path} has no run 'b' (runs: a)\n"
     assert "Traceback" not in result.output
 
 
@@ -258,7 +270,7 @@ def test_selfplay_values_are_read_per_side(side_value):
 
     ppo.env.step = recording_step
     ppo.collect()
-    coin = torch.from_numpy(np.stack(sides, axis=1) == 2)
+    coin = torch.from_numpy(np.stack(sides, axis=1) == COIN)
     assert coin.any() and (~coin).any()
     logits, values = forward_segments(ppo.policy, ppo.buf_obs, ppo.buf_initial_state, ppo.buf_starts)
     expected = torch.where(coin, logits[..., PASS], values) if side_value else values
@@ -327,14 +339,15 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
 def test_bot_mode_training_against_random_raises_the_win_rate():
     # Guerrilla against random: about 6 % of games won untrained.  Replay ratio 2 learns fastest per
     # step at this size (seeds 3, 4, 5 gained 14, 9 and 14 points in 164k steps).
-    config = make_config(dict(selfplay=False, opponent="random", side=1, num_envs=128, horizon=32, replay_ratio=2.0,
-                              minibatch_size=1024, total_timesteps=128 * 32 * 40, checkpoint_interval=100, seed=3))
+    config = make_config(dict(selfplay=False, opponent="random", side="guerrilla", num_envs=128, horizon=32,
+                              replay_ratio=2.0, minibatch_size=1024, total_timesteps=128 * 32 * 40,
+                              checkpoint_interval=100, seed=3))
     ppo = PPO(config)
-    before = win_rate(ppo.policy, side=1, games=400, seed=11, opponent="random")
+    before = win_rate(ppo.policy, side=GUERRILLA, games=400, seed=11, opponent="random")
     for _ in range(config.total_epochs):
         ppo.collect()
         ppo.update()
-    after = win_rate(ppo.policy, side=1, games=400, seed=11, opponent="random")
+    after = win_rate(ppo.policy, side=GUERRILLA, games=400, seed=11, opponent="random")
     ppo.env.close()
     assert before < 0.1 and after > before + 0.06, (before, after)
 

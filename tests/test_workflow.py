@@ -1,7 +1,7 @@
-"""The workflow layer: config validation (schema + cross-section checks), the schema's agreement
-with the trainer's and match runner's settings, the match plan, provenance and training plots,
-and the Snakefile itself (lint, dry runs of every shipped config, the SLURM profile, bad input
-stopping the DAG). The smoke DAG end to end (about two minutes) is skipped only when GCPIPE_SKIP_SMOKE_DAG=1."""
+"""The workflow layer: config validation (schema + cross-section checks), the match plan,
+provenance and training plots, and the Snakefile itself (lint, dry runs of every shipped config,
+the SLURM profile, bad input stopping the DAG). The smoke DAG end to end (about two minutes) is
+skipped only when GCPIPE_SKIP_SMOKE_DAG=1."""
 import dataclasses
 import hashlib
 import json
@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gcpipe.config import (SCHEMA_PATH, Cell, check_pipeline, load_config, load_schema,
-                           match_plan, roster_positions, shards, validate_config)
+from gcpipe.config import load_config, validate_config
 from gcpipe.errors import UserError
+from gcpipe.players import roster_positions
+from gcpipe.schema import SCHEMA_PATH
+from gcpipe.workflow import Cell, check_pipeline, match_plan, shards
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "config"
@@ -51,11 +53,13 @@ def test_filled_defaults_are_not_shared_between_configs():
     assert validate_config(small_config())["matches"]["max_games_with"] == {}
 
 
-def test_run_defaults_are_the_trainer_defaults():
-    from gcpipe.train.config import TrainConfig
+def test_run_settings_are_filled_in_as_the_trainer_reads_them():
+    from gcpipe.train.config import TrainConfig, make_config
 
     config = validate_config(small_config(runs={"r": {"seed": 3}}))
-    assert config["runs"]["r"] == dict(dataclasses.asdict(TrainConfig()), seed=3)
+    assert list(config["runs"]["r"]) == ["seed"] + [f.name for f in dataclasses.fields(TrainConfig) if f.name != "seed"]
+    assert (config["runs"]["r"]["seed"], config["runs"]["r"]["horizon"], config["runs"]["r"]["side"]) == (3, 64, "random")
+    assert make_config(config["runs"]["r"]) == make_config({"seed": 3})
 
 
 @pytest.mark.parametrize("change, message", [
@@ -77,9 +81,11 @@ def test_run_defaults_are_the_trainer_defaults():
     (lambda c: c["players"].update(m={"kind": "mcts", "rollout": "smart"}),
      "players.m.rollout: 'smart' is not one of random, greedy"),
     (lambda c: c["players"].update(n={"kind": "net"}),
-     "players.n: a net player needs exactly one of 'path' (a checkpoint file) or 'run' (a training run)"),
+     "players.n: needs exactly one of 'path' (a checkpoint file) or 'run' (a training run)"),
     (lambda c: c["players"].update(n={"kind": "net", "path": "a.bin", "run": "r"}),
-     "players.n: a net player needs exactly one of 'path' (a checkpoint file) or 'run' (a training run)"),
+     "players.n: needs exactly one of 'path' (a checkpoint file) or 'run' (a training run)"),
+    (lambda c: c["players"].update(m={"kind": "mcts", "exploration": float("inf")}),
+     "players.m.exploration: must be a finite number, got inf"),
     (lambda c: c["players"].update(n={"kind": "net", "path": "a.bin", "sha256": "abc"}),
      "players.n.sha256: 'abc' has the wrong form: 64 hexadecimal digits"),
     (lambda c: c["players"].update(n={"kind": "net", "run": "nowhere"}),
@@ -109,7 +115,8 @@ def test_run_defaults_are_the_trainer_defaults():
      "elo.order[1]: 'mcts' is not in the match field (random, greedy)"),
     (lambda c: c.update(runs={"r": {"horizn": 8}}), "runs.r: unknown key 'horizn' (allowed: "),
     (lambda c: c.update(runs={"r": {"layout": "5d"}}), "runs.r.layout: '5d' is not one of 5c, 5c-bias, legacy"),
-    (lambda c: c.update(runs={"r": {"side": True}}), "runs.r.side: must be an integer, got True"),
+    (lambda c: c.update(runs={"r": {"side": True}}), "runs.r.side: True is not one of random, guerrilla, coin"),
+    (lambda c: c.update(runs={"r": {"horizon": True}}), "runs.r.horizon: must be an integer, got True"),
     # Checks only the trainer knows (here: whole BPTT segments per minibatch) come from it.
     (lambda c: c.update(runs={"r": {"horizon": 60}}),
      "runs.r: 'minibatch_size' (8192) must be a multiple of 'horizon' (60): minibatches are whole segments"),
@@ -159,7 +166,7 @@ def test_shipped_configs_are_valid(name):
 def test_default_config_is_the_documented_field():
     config = load_config(CONFIGS / "config.yaml")
     assert config["matches"]["field"] == ["random", "greedy", "baseline", "mcts2k", "candidate"]
-    assert roster_positions(config) == {"random": 0, "greedy": 1, "baseline": 2, "mcts2k": 3, "candidate": 5}
+    assert roster_positions(config["players"]) == {"random": 0, "greedy": 1, "baseline": 2, "mcts2k": 3, "candidate": 5}
     baseline = config["runs"]["baseline"]
     assert (baseline["selfplay"], baseline["opponent"], baseline["layout"]) == (False, "greedy", "legacy")
     assert config["runs"]["candidate"]["layout"] == "5c"
@@ -174,53 +181,22 @@ def test_reference_config_is_the_published_field():
     config = load_config(CONFIGS / "reference.yaml")
     players = config["players"]
     assert (players["mcts2k"]["iterations"], players["mcts10k"]["iterations"]) == (2000, 10000)
-    assert roster_positions(config)["mcts2k"] == 3 and roster_positions(config)["mcts10k"] == 4
+    assert roster_positions(players)["mcts2k"] == 3 and roster_positions(players)["mcts10k"] == 4
     assert players["puffer40"]["sha256"] == "f58615069b9a0e50105dd54b4729d366d602fe14b957a0042e4dc88089120398"
     assert config["runs"]["candidate"]["total_timesteps"] == 100_000_000
     assert {cell.games for cell in match_plan(config)} == {1000}
 
 
-# --- the schema agrees with the code that consumes the settings --------------------------
+# --- the player section comes from the player kinds -------------------------------------
 
-def test_run_schema_mirrors_trainconfig():
-    from gcpipe.train import config as train_config
+def test_player_entries_accept_what_the_kinds_declare():
+    from gcpipe.players import KINDS
 
-    schema = load_schema()["$defs"]["run"]["properties"]
-    fields = {f.name: f for f in dataclasses.fields(train_config.TrainConfig)}
-    assert list(schema) == list(fields)
-    json_types = {"int": "integer", "float": "number", "bool": "boolean"}
-    choices = {"layout": train_config.LAYOUTS, "opponent": train_config.OPPONENTS,
-               "mcts_rollout": train_config.MCTS_ROLLOUTS, "algorithm": train_config.ALGORITHMS,
-               "search_variant": train_config.SEARCH_VARIANTS}
-    for name, field in fields.items():
-        assert schema[name]["default"] == field.default, name
-        if name == "init_run":
-            assert schema[name]["type"] == "string"
-        elif field.type == "str":
-            assert sorted(schema[name]["enum"]) == sorted(choices[name]), name
-        elif name != "side":
-            assert schema[name]["type"] == json_types[field.type], name
-    assert schema["side"]["enum"] == [0, 1, 2]
-
-
-def test_player_schema_mirrors_the_match_runner():
-    from gcpipe.engine import bots
-    from gcpipe.match import openspiel, players as match_players
-
-    defs = load_schema()["$defs"]
-    keys = {"random": set(defs["simple_bot"]["properties"]), "greedy": set(defs["simple_bot"]["properties"]),
-            "mcts": set(defs["mcts"]["properties"]), "net": set(defs["net"]["properties"]),
-            "search": set(defs["search"]["properties"]), "openspiel": set(defs["openspiel"]["properties"])}
-    assert keys == match_players._CONFIG_KEYS
-    assert set(match_players.KINDS) == set(keys) == set(defs["player"]["properties"]["kind"]["enum"])
-    mcts = defs["mcts"]["properties"]
-    assert (mcts["iterations"]["default"], mcts["exploration"]["default"], mcts["rollout"]["default"]) == (
-        bots.MCTS_DEFAULT_ITERATIONS, bots.MCTS_DEFAULT_EXPLORATION, bots.MCTS_DEFAULT_ROLLOUT)
-    settings = defs["openspiel"]["properties"]
-    assert {key: settings[key]["default"] for key in openspiel.DEFAULTS} == openspiel.DEFAULTS
-    assert settings["algorithm"]["enum"] == list(openspiel.ALGORITHMS)
-    assert (settings["max_simulations"]["maximum"], settings["n_rollouts"]["maximum"]) == (
-        openspiel.MAX_SIMULATIONS, openspiel.MAX_ROLLOUTS)
+    config = validate_config({"players": {name: {"kind": name} for name in ("random", "greedy", "mcts")}})
+    assert config["players"]["mcts"] == {"kind": "mcts", **{key: value["default"] for key, value in
+                                                           KINDS["mcts"].schema["properties"].items()}}
+    with pytest.raises(UserError, match=r"^config: players\.g: unknown key 'iterations' \(allowed: kind, roster\)$"):
+        validate_config({"players": {"g": {"kind": "greedy", "iterations": 5}}})
 
 
 def test_schema_file_is_found_beside_the_package():
@@ -249,7 +225,7 @@ def test_shards_cover_every_game_once():
 def test_roster_defaults_to_the_index_in_players():
     config = validate_config({"players": {"a": {"kind": "random"}, "b": {"kind": "greedy", "roster": 7},
                                           "c": {"kind": "greedy"}}})
-    assert roster_positions(config) == {"a": 0, "b": 7, "c": 2}
+    assert roster_positions(config["players"]) == {"a": 0, "b": 7, "c": 2}
 
 
 # --- checks on disk before the DAG starts ----------------------------------------------

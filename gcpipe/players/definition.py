@@ -20,6 +20,8 @@ from gcpipe.schema import NAME_PATTERN, check, coerce_numbers, load_schema
 # The player kinds, by the name configs and specs use.
 KINDS: dict[str, type[RuntimePlayer]] = {
     cls.kind: cls for cls in (RandomPlayer, GreedyPlayer, MctsPlayer, NetPlayer, SearchPlayer)}
+# The kinds that play a checkpoint file (CHECKPOINT_SCHEMA: `path`, or a training `run`'s final.bin).
+CHECKPOINT_KINDS = tuple(kind for kind, cls in KINDS.items() if "run" in cls.schema["properties"])
 
 _NAME = re.compile(NAME_PATTERN)
 _NAME_RULE = load_schema()["$defs"]["name"]["description"].rstrip(".")

@@ -51,6 +51,10 @@ from gcpipe.train.sequence import forward_segments
 
 MAX_PLIES = lib.GC_MAX_GAME_PLIES
 SLOTS = 256                    # concurrent games per worker: the search's batch
+# The training-log fields an iteration adds to those it shares with PPO's (games, episode_length,
+# bot_n, bot_score): self-play results and the Brier scores of the values by side to move.
+LOG_FIELDS = ("selfplay_guerrilla_wins",) + tuple(f"{value}_brier_{side}" for value in ("root_value", "search_value")
+                                                  for side in ("guerrilla", "coin"))
 
 
 @dataclass

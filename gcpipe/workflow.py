@@ -1,0 +1,91 @@
+"""What the Snakefile plans from a validated config: the cells of the match field, their
+game-index shards, the checks on disk before any job starts, and the resolved config file.
+The Snakefile only wires these into rules."""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from gcpipe import paths
+from gcpipe.errors import UserError
+from gcpipe.io import atomic_write_text
+from gcpipe.players import CHECKPOINT_KINDS, define
+
+
+@dataclass(frozen=True)
+class Cell:
+    guerrilla: str
+    coin: str
+    games: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.guerrilla}__{self.coin}"
+
+
+def match_plan(config: dict) -> list[Cell]:
+    """Every field player as Guerrilla against every field player as COIN, in field order, each
+    with the configured games, capped by `max_games_with` for the players involved."""
+    matches = config["matches"]
+    caps = matches["max_games_with"]
+
+    def games(guerrilla, coin):
+        return min([matches["games"]] + [caps[p] for p in (guerrilla, coin) if p in caps])
+
+    return [Cell(g, c, games(g, c)) for g in matches["field"] for c in matches["field"]]
+
+
+def shards(games: int, shard_size: int) -> list[tuple[int, int]]:
+    """Game-index shards (first game, number of games) that cover games 0..games-1."""
+    return [(first, min(shard_size, games - first)) for first in range(0, games, shard_size)]
+
+
+def checkpoint_of(player: dict) -> list[str]:
+    """The checkpoint file a config player plays, as a list (bots need none): a net's or search
+    player's `path`, or the final.bin of its training `run`."""
+    if player["kind"] not in CHECKPOINT_KINDS:
+        return []
+    return [str(paths.final_checkpoint(player["run"]) if "run" in player else player["path"])]
+
+
+def check_pipeline(config: dict, results=paths.RESULTS, source: str = "config") -> None:
+    """What the workflow checks on disk before any job starts: the results folder can be
+    written, every run's settings produce a final.bin, and the field's players that need no
+    training are playable (checkpoint files named by `path` exist, have a known layout, hold
+    finite weights and match their `sha256`). `source` names the config file in messages."""
+    _check_writable(Path(results))
+    for run, settings in config["runs"].items():
+        if settings.get("max_epochs", 0):
+            raise UserError(f"{source}: runs.{run}.max_epochs stops training before final.bin is "
+                            f"written, which the pipeline's matches need; set it to 0")
+    for name in config["matches"]["field"]:
+        entry = config["players"][name]
+        if "run" not in entry:   # a run's final.bin is the pipeline's to make
+            define(name, entry, where=f"{source}: players.{name}")
+
+
+def _check_writable(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        # A probe file, not os.access: access() says yes to root on read-only mounts.
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".write-probe.")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise UserError(f"results folder {folder}/ is not writable: "
+                        f"{error.strerror or error}") from None
+
+
+def write_if_changed(path, text: str) -> Path:
+    """Write `text` to `path` (atomically) only when it differs, so the file's mtime changes
+    only when its content does and Snakemake reruns only what the change concerns."""
+    path = Path(path)
+    try:
+        unchanged = path.read_text(encoding="utf-8") == text
+    except OSError:
+        unchanged = False
+    if not unchanged:
+        atomic_write_text(path, text)
+    return path
