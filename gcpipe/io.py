@@ -1,7 +1,8 @@
-"""Atomic file writes: every derived output is written to a temp file and renamed into place,
-so a reader (or a killed job that Snakemake restarts) never sees a half-written file; and the
-text formats of outputs (canonical JSON, CSV, Markdown tables)."""
+"""File helpers: atomic writes (every derived output is written to a temp file and renamed into
+place, so a reader, or a killed job that Snakemake restarts, never sees a half-written file),
+the text formats of outputs (canonical JSON, CSV, Markdown tables) and file digests."""
 import csv
+import hashlib
 import io
 import json
 import os
@@ -58,3 +59,12 @@ def markdown_table(header, rows, right_from: int = 1) -> str:
     """A Markdown table; columns from `right_from` on are right-aligned (numbers)."""
     rule = ["---" if k < right_from else "---:" for k in range(len(header))]
     return "".join("| " + " | ".join(map(str, row)) + " |\n" for row in [header, rule, *rows])
+
+
+def sha256_file(path) -> str:
+    """The SHA-256 of a file's bytes, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -6,7 +6,6 @@ The record holds no timestamps or host names: the same inputs give the same byte
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
 import subprocess
@@ -17,7 +16,7 @@ import yaml
 
 import gcpipe
 from gcpipe.errors import UserError
-from gcpipe.io import atomic_write_json
+from gcpipe.io import atomic_write_json, sha256_file
 
 # The distributions whose versions can change results or how they are produced.
 PACKAGES = ("gcpipe", "numpy", "torch", "scipy", "cffi", "matplotlib", "typer", "jsonschema",
@@ -50,14 +49,6 @@ def git_state(repo: Path = REPO) -> dict | None:
     return {"commit": commit, "dirty": bool(changed)}
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _read(path: Path, what: str, parse):
     try:
         return parse(path.read_text(encoding="utf-8"))
@@ -77,7 +68,7 @@ def provenance(config_path, build_record, artifacts=()) -> dict:
     files = {}
     for artifact in sorted(set(map(str, artifacts))):
         try:
-            files[artifact] = sha256_of(Path(artifact))
+            files[artifact] = sha256_file(artifact)
         except OSError as error:
             raise UserError(f"cannot hash {artifact}: {error.strerror or error}") from None
     return {

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from gcpipe.cli import app
 from gcpipe.errors import UserError
+from gcpipe.io import sha256_file
 from gcpipe.nn import checkpoint as ckpt
 from gcpipe.nn.model import MinGRUPolicy
 
@@ -145,7 +146,7 @@ def test_load_reports_sha256_and_never_modifies_the_file(tmp_path):
     ckpt.save(MinGRUPolicy(), path, "5c")
     before, stat = path.read_bytes(), path.stat()
     loaded = ckpt.load(path)
-    assert loaded.sha256 == hashlib.sha256(before).hexdigest() == ckpt.sha256_file(path)
+    assert loaded.sha256 == hashlib.sha256(before).hexdigest() == sha256_file(path)
     assert path.read_bytes() == before and path.stat().st_mtime_ns == stat.st_mtime_ns
     assert ckpt.load(path, expected_sha256=loaded.sha256.upper()).sha256 == loaded.sha256
     with pytest.raises(UserError, match=f"has SHA-256 {loaded.sha256}, expected 0+$"):
@@ -210,7 +211,7 @@ def test_cli_info_and_convert(tmp_path):
     result = runner.invoke(app, ["ckpt", "info", str(source)])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[:6] == [f"file: {source}", "layout: 5c", "bytes: 586240", f"sha256: {ckpt.sha256_file(source)}",
+    assert lines[:6] == [f"file: {source}", "layout: 5c", "bytes: 586240", f"sha256: {sha256_file(source)}",
                          "value head: yes", "recurrence: full-turn"]
     assert [line.split()[:2] for line in lines[6:]] == [["enc.W", "128x120"], ["dec.W", "257x128"],
                                                         ["gru0.W", "384x128"], ["gru1.W", "384x128"]]

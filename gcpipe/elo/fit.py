@@ -28,6 +28,7 @@ from gcpipe.elo.crosstable import CrossTable
 from gcpipe.errors import UserError
 from gcpipe.match.ledger import SIDES
 from gcpipe.stats.normal import Z95
+
 SIDE_LABELS = {"guerrilla": "Guerrilla", "coin": "COIN"}
 PRIOR_GAMES = 0.5  # per side and played cell
 ELO_PER_NAT = 400 / math.log(10)  # Elo points per unit of natural log-odds

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from gcpipe import paths
 from gcpipe.elo.crosstable import CrossTable, crosstable_from_ledgers, read_crosstable
 from gcpipe.elo.fit import CI_METHOD, SIDE_LABELS, Anchor, EloRatings, fit_elo
 from gcpipe.elo.ordo import ORDO_FILES, PlayerRatings, fit_players, ordo_outputs
@@ -155,7 +156,7 @@ def write_elo_outputs(ratings: EloRatings, table: CrossTable, out_dir,
     return [out_dir / name for name in contents]
 
 
-def elo_table(ledgers=(), out_dir="results/elo", anchor="mean:1500", order=None,
+def elo_table(ledgers=(), out_dir=paths.ELO, anchor="mean:1500", order=None,
               crosstable=None, ordo: bool = False) -> EloRatings:
     """The `gcpipe elo` stage: fit ledgers (or a cross-table file) and write all outputs, the
     Ordo-style summary too when `ordo`."""
