@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
+import scipy.optimize
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
@@ -146,7 +146,20 @@ def fit_elo(table: CrossTable, anchor: Anchor = Anchor()) -> EloRatings:
         gradient = _per_entity(g_idx, residual, n) - _per_entity(c_idx, residual, n)
         return negative_ll, gradient[1:]
 
-    free, negative_ll = _newton(objective, lambda free: hessian(full(free))[1:, 1:], n - 1)
+    def hessian_free(free):
+        return hessian(full(free))[1:, 1:]
+
+    # The optimum is where the gradient vanishes: MINPACK's hybrid method (scipy.optimize.root)
+    # solves that with the exact Hessian as the Jacobian, to about 1e-9 Elo.  scipy.optimize.
+    # minimize's trust-exact and Newton-CG stop up to 1e-3 Elo short on ill-conditioned fields
+    # (near the optimum their acceptance tests compare function values whose differences drown
+    # in rounding), which would change the tables' last written decimal.
+    result = scipy.optimize.root(lambda free: objective(free)[1], np.zeros(n - 1), jac=hessian_free,
+                                 method="hybr", options={"xtol": 1e-12})
+    if not result.success:
+        raise RuntimeError(f"Bradley–Terry fit did not converge: {result.message}")
+    free = result.x
+    negative_ll = float(objective(free)[0])
     theta = full(free)
     information = hessian(theta)
 
@@ -169,36 +182,6 @@ def fit_elo(table: CrossTable, anchor: Anchor = Anchor()) -> EloRatings:
                       ci95=Z95 * ELO_PER_NAT * np.sqrt(variance),
                       games=games.astype(int), wins=wins.astype(int), anchor=anchor,
                       log_likelihood=-negative_ll, covariance=ELO_PER_NAT ** 2 * covariance)
-
-
-def _newton(objective, hessian, size, max_iterations=200):
-    """Minimize a smooth strictly convex function by Newton's method with backtracking.
-
-    Stops at a Newton decrement below 1e-15 of the function value, taking that last full
-    step: convergence is quadratic, so the result is exact to rounding (a fixed step-size
-    threshold would not do, since with large game counts rounding noise in the gradient
-    alone moves the step by ~1e-11). The backtracking keeps the first steps safe when
-    lopsided cells (e.g. 100-0) put the optimum far from the start.
-    """
-    x = np.zeros(size)
-    value, gradient = objective(x)
-    for _ in range(max_iterations):
-        step = scipy.linalg.solve(hessian(x), gradient, assume_a="pos")
-        decrease = float(gradient @ step)  # squared Newton decrement: twice the predicted gain
-        if decrease < 1e-15 * (1 + abs(value)):
-            return x - step, float(objective(x - step)[0])
-        scale = 1.0
-        while True:
-            candidate_value, candidate_gradient = objective(x - scale * step)
-            # Armijo condition, with slack for rounding in the function value.
-            if candidate_value <= value - 1e-4 * scale * decrease + 1e-13 * abs(value):
-                break
-            scale /= 2
-            if scale < 1e-12:
-                raise RuntimeError("Bradley–Terry fit: line search failed")
-        x = x - scale * step
-        value, gradient = candidate_value, candidate_gradient
-    raise RuntimeError(f"Bradley–Terry fit did not converge in {max_iterations} Newton steps")
 
 
 def _per_entity(entity_index, values, n):
