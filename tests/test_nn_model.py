@@ -1,5 +1,5 @@
-"""MinGRUPolicy against model.md §1: shapes, init, the step formulas, and the parallel scan over
-sequences (with episode resets) against step-by-step evaluation."""
+"""MinGRUPolicy against model.md §1: shapes, init, the step formulas, and the log-space scan over
+sequences (tests/sequence_oracle.py, with episode resets) against step-by-step evaluation."""
 import math
 
 import numpy as np
@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from gcpipe.nn.model import MinGRUPolicy
+from sequence_oracle import forward_sequence
 
 
 def _model(bias=False, seed=0):
@@ -127,7 +128,7 @@ def test_sequence_scan_equals_stepping_with_resets(bias):
     starts[3, T - 1] = True                # a reset on the last step
     state = torch.rand(2, B, 128) * 3
     with torch.no_grad():
-        seq_logits, seq_values, seq_final = model.forward_sequence(obs, state, starts)
+        seq_logits, seq_values, seq_final = forward_sequence(model, obs, state, starts)
         ref_logits, ref_values, ref_final = _step_through(model, obs, state, starts)
     assert seq_logits.shape == (B, T, 256) and seq_values.shape == (B, T) and seq_final.shape == (2, B, 128)
     assert (seq_logits - ref_logits).abs().max() <= 1e-5
@@ -141,7 +142,7 @@ def test_sequence_from_zero_state_has_finite_gradients():
     starts = torch.zeros(4, 16, dtype=torch.bool)
     starts[:, 0] = True
     starts[2, 9] = True
-    logits, values, _ = model.forward_sequence(obs, model.initial_state(4), starts)
+    logits, values, _ = forward_sequence(model, obs, model.initial_state(4), starts)
     (logits.logsumexp(-1).sum() + values.square().sum()).backward()
     grads = [p.grad for p in model.parameters()]
     assert all(g is not None and torch.isfinite(g).all() and g.abs().sum() > 0 for g in grads)
@@ -153,8 +154,8 @@ def test_sequence_chunks_chain_through_the_final_state():
     obs = _observations((6, 20), seed=9)
     starts = torch.from_numpy(np.random.default_rng(10).random((6, 20)) < 0.1)
     with torch.no_grad():
-        whole, _, final = model.forward_sequence(obs, model.initial_state(6), starts)
-        first, _, middle = model.forward_sequence(obs[:, :10], model.initial_state(6), starts[:, :10])
-        second, _, final2 = model.forward_sequence(obs[:, 10:], middle, starts[:, 10:])
+        whole, _, final = forward_sequence(model, obs, model.initial_state(6), starts)
+        first, _, middle = forward_sequence(model, obs[:, :10], model.initial_state(6), starts[:, :10])
+        second, _, final2 = forward_sequence(model, obs[:, 10:], middle, starts[:, 10:])
     assert (torch.cat([first, second], 1) - whole).abs().max() <= 1e-5
     assert (final2 - final).abs().max() <= 1e-5

@@ -20,6 +20,7 @@ from gcpipe.train.muon import Muon, newton_schulz
 from gcpipe.train.ppo import PPO, sample_actions, vtrace_gae
 from gcpipe.train.run import METRIC_FIELDS, checkpoint_name, train
 from gcpipe.train.sequence import forward_segments
+from sequence_oracle import forward_sequence
 
 PASS = 255
 
@@ -146,7 +147,7 @@ def test_fast_segment_forward_equals_stepping_the_network():
         assert torch.allclose(values[:, t], step_values, atol=1e-5)
     # Gradients agree with autograd through the reference sequence forward.
     weights = torch.randn(batch, horizon, 256, generator=generator)
-    ref_logits, ref_values, _ = model.forward_sequence(obs, state, starts)
+    ref_logits, ref_values, _ = forward_sequence(model, obs, state, starts)
     params = list(model.parameters())
     expected = torch.autograd.grad((ref_logits * weights).sum() + ref_values.sum(), params)
     got = torch.autograd.grad((logits * weights).sum() + values.sum(), params)

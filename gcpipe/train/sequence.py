@@ -4,8 +4,9 @@ The MinGRU state obeys a linear recurrence s_t = a_t * s_{t-1} + b_t whose coeff
 (a = 1 - z, b = z * g(h)) depend only on the layer's input, so every matrix product runs once
 over all T steps and only the cheap elementwise recurrence is sequential.  It runs in float32,
 time-major (each step's slice is contiguous), with a hand-written backward pass: on two cores
-this is several times faster than `MinGRUPolicy.forward_sequence` (a float64 log-space scan)
-and gives the same numbers as stepping `MinGRUPolicy.step` (tests/test_train.py checks both).
+this is several times faster than autograd through T steps, and it gives the same numbers as
+stepping `MinGRUPolicy.step` and the same gradients as a float64 log-space scan (tests/test_train.py
+checks both against tests/sequence_oracle.py).
 """
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ class LinearRecurrence(torch.autograd.Function):
 
 def forward_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Tensor) -> tuple[Tensor, Tensor]:
     """obs [B, T, 120], state [L, B, H] (before step 0), starts [B, T] bool (state zeroed before
-    that step) -> (logits [B, T, 256], values [B, T]); same contract as forward_sequence."""
+    that step) -> (logits [B, T, 256], values [B, T]): the logits and values of stepping the policy
+    T times, zeroing the state before the steps where `starts` is set."""
     hidden = policy.hidden
     keep = (~starts.T).unsqueeze(-1).to(torch.float32)            # [T, B, 1]: 0 where the state resets
     x = policy.encoder(obs.transpose(0, 1).to(torch.float32))      # [T, B, H], time-major
