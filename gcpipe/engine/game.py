@@ -94,7 +94,7 @@ def string_to_action(text: str, player: int) -> int:
         try:
             return int(text[1:])
         except ValueError:
-            raise UserError(f"'{text}' is not an action number (write #0 .. #255)") from None
+            raise UserError(f"'{text}' is not an action number (write #0 .. #{NUM_ACTIONS - 1})") from None
     m = _MOVE_RE.match(text)
     if not m:
         example = "d4-d5 (two points)" if player == GUERRILLA else "D3-C4 (from square, to square)"

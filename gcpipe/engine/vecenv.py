@@ -32,13 +32,6 @@ from gcpipe.engine.game import COIN, GUERRILLA, NUM_ACTIONS, OBS_SIZE, side_to_c
 from gcpipe.errors import UserError, is_int
 
 _ZERO_LOG = ffi.new("gc_env_log *")  # all zeros
-LOG_BANKS = len(_ZERO_LOG.hist_n_bank)
-# What pop_log returns, in this order (the trainer's metrics.csv columns).
-LOG_FIELDS = (("games", "episode_return", "episode_length", "invalid_rate", "games_as_guerrilla",
-               "wins_as_guerrilla", "games_as_coin", "wins_as_coin", "slot_0_score", "slot_1_score",
-               "slot_0_score_as_guerrilla", "slot_0_score_as_coin", "hist_score", "hist_n")
-              + tuple(f"hist_{kind}_bank_{i}" for i in range(LOG_BANKS) for kind in ("score", "n"))
-              + ("bot_score", "bot_n"))
 
 
 class VecEnv:
@@ -164,30 +157,7 @@ class VecEnv:
     def pop_log(self) -> dict[str, float]:
         """Means over the games finished since the last call (see the class docstring)."""
         self._check_open()
-        log = self._vec.log
-        games = log.games
-        wins = log.slot0_wins
-        out = {
-            "games": games,
-            "episode_return": _mean(log.episode_return, games),
-            "episode_length": _mean(log.episode_length, games),
-            "invalid_rate": _mean(log.invalid_rate, games),
-            "games_as_guerrilla": log.games_as_guerrilla,
-            "wins_as_guerrilla": log.wins_as_guerrilla,
-            "games_as_coin": log.games_as_coin,
-            "wins_as_coin": log.wins_as_coin,
-            "slot_0_score": _mean(wins, games),
-            "slot_1_score": _mean(games - wins, games),
-            "slot_0_score_as_guerrilla": _mean(log.wins_as_guerrilla, log.games_as_guerrilla),
-            "slot_0_score_as_coin": _mean(log.wins_as_coin, log.games_as_coin),
-            "hist_score": _mean(log.hist_wins, log.hist_n),
-            "hist_n": log.hist_n,
-        }
-        for i in range(LOG_BANKS):
-            out[f"hist_score_bank_{i}"] = _mean(log.hist_wins_bank[i], log.hist_n_bank[i])
-            out[f"hist_n_bank_{i}"] = log.hist_n_bank[i]
-        out["bot_score"] = _mean(log.bot_wins, log.bot_n)
-        out["bot_n"] = log.bot_n
+        out = _summary(self._vec.log)
         self._vec.log = _ZERO_LOG[0]
         return out
 
@@ -251,8 +221,39 @@ class VecEnv:
         np.copyto(self._actions, actions, casting="unsafe")
 
 
+def _summary(log) -> dict[str, float]:
+    """What pop_log reports about the sums of a gc_env_log (see VecEnv)."""
+    games, wins = log.games, log.slot0_wins
+    out = {
+        "games": games,
+        "episode_return": _mean(log.episode_return, games),
+        "episode_length": _mean(log.episode_length, games),
+        "invalid_rate": _mean(log.invalid_rate, games),
+        "games_as_guerrilla": log.games_as_guerrilla,
+        "wins_as_guerrilla": log.wins_as_guerrilla,
+        "games_as_coin": log.games_as_coin,
+        "wins_as_coin": log.wins_as_coin,
+        "slot_0_score": _mean(wins, games),
+        "slot_1_score": _mean(games - wins, games),
+        "slot_0_score_as_guerrilla": _mean(log.wins_as_guerrilla, log.games_as_guerrilla),
+        "slot_0_score_as_coin": _mean(log.wins_as_coin, log.games_as_coin),
+        "hist_score": _mean(log.hist_wins, log.hist_n),
+        "hist_n": log.hist_n,
+    }
+    for i in range(len(log.hist_n_bank)):
+        out[f"hist_score_bank_{i}"] = _mean(log.hist_wins_bank[i], log.hist_n_bank[i])
+        out[f"hist_n_bank_{i}"] = log.hist_n_bank[i]
+    out["bot_score"] = _mean(log.bot_wins, log.bot_n)
+    out["bot_n"] = log.bot_n
+    return out
+
+
 def _mean(total: float, count: float) -> float:
     return total / count if count else math.nan
+
+
+# What pop_log returns, in this order (the trainer's metrics.csv columns).
+LOG_FIELDS = tuple(_summary(_ZERO_LOG))
 
 
 def _check_bot(code: int) -> None:
