@@ -21,6 +21,7 @@ from gcpipe.config import config_text, validate_config
 from gcpipe.elo import ORDO_FILES, OUTPUT_FILES
 from gcpipe.engine.build import CSRC
 from gcpipe.errors import UserError
+from gcpipe.match.pool import usable_cores
 from gcpipe.match.viewer import VIEW_FILES
 from gcpipe.players import roster_positions
 from gcpipe.schema import NAME_PATTERN
@@ -52,7 +53,7 @@ if (Path(sys.executable).parent / "gcpipe").exists():
 # a run that submits jobs has `--jobs` (nodes) set.  (Not `workflow.local_exec`: the executor is
 # chosen after the Snakefile is read, so it is still True here and would hold a SLURM run to the
 # submit host's cores, one job at a time on a 2-core login node.)
-LOCAL_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+LOCAL_CPUS = usable_cores()
 if workflow.resource_settings.nodes is None and "cpus" not in workflow.global_resources:
     workflow.register_resource("cpus", LOCAL_CPUS)
 

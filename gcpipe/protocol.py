@@ -71,8 +71,9 @@ class RuntimePlayer:
 
     @classmethod
     def define(cls, settings: dict) -> tuple[dict, dict]:
-        """Checks checked-against-the-schema settings against the world (files, hashes) and returns
-        (the settings the runtime is built from, the identity the ledger records)."""
+        """Checks `settings` (valid by the schema, its defaults filled in) against the world — files,
+        hashes — and returns (the settings the runtime is built from, the identity the ledger
+        records); UserError for anything wrong."""
         return settings, {"kind": cls.kind, **settings}
 
     @classmethod

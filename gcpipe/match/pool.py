@@ -18,7 +18,8 @@ from gcpipe.players import Player, play_games
 from gcpipe.players.games import DEFAULT_SLOTS
 
 
-def default_workers() -> int:
+def usable_cores() -> int:
+    """The cores this process may run on: the default worker count (and the Snakefile's budget)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
@@ -35,8 +36,8 @@ def play_in_tasks(guerrilla: Player, coin: Player, games: np.ndarray, seeds: np.
         with _one_thread():
             yield from map(cell.play_task, tasks)
         return
-    # fork: workers start in milliseconds, and the parent has only loaded weights (no torch
-    # thread pool has run yet).
+    # fork: workers start in milliseconds (each limits torch to one thread before any torch work,
+    # see _init_worker).
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     with context.Pool(workers, initializer=_init_worker, initargs=(guerrilla, coin, slots, os.getpid())) as pool:
         yield from pool.imap(_play_task, tasks)

@@ -14,7 +14,7 @@ from gcpipe import paths
 from gcpipe.engine import END_REASONS, GUERRILLA, SIDE_NAMES
 from gcpipe.errors import UserError, is_int
 from gcpipe.match.ledger import LedgerWriter, cell_name, summary_path_for, write_summary
-from gcpipe.match.pool import default_workers, play_in_tasks
+from gcpipe.match.pool import play_in_tasks, usable_cores
 from gcpipe.players import Player
 from gcpipe.progress import Meter
 
@@ -47,7 +47,7 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
     for flag, value, low in (("--games", games, 1), ("--first-game", first_game, 0)):
         if not is_int(value) or value < low:
             raise UserError(f"{flag} must be an integer >= {low}, got {value!r}")
-    workers = default_workers() if workers is None else workers
+    workers = usable_cores() if workers is None else workers
     if not is_int(workers) or workers < 1:
         raise UserError(f"--workers must be a positive integer, got {workers!r}")
     path = Path(out) if out is not None else default_ledger_path(guerrilla, coin)
