@@ -9,7 +9,7 @@ import torch
 
 from gcpipe._engine import ffi, lib
 from gcpipe.engine import Game
-from gcpipe.engine.bots import Bot
+from gcpipe.engine.bots import Bot, BotSpec
 from gcpipe.errors import UserError
 from gcpipe.nn.inference import OUTPUTS, SIMD, CompiledNet, best_simd
 from gcpipe.nn.model import MinGRUPolicy
@@ -35,7 +35,7 @@ def _hashed_model(bias: bool) -> MinGRUPolicy:
 
 def _game_observations(plies: int, seed: int) -> np.ndarray:
     """Observations before each ply of a greedy-vs-greedy game (restarted when it ends)."""
-    game, bot, rows = Game(seed), Bot("greedy"), []
+    game, bot, rows = Game(seed), Bot(BotSpec("greedy")), []
     while len(rows) < plies:
         if game.is_terminal():
             game = Game(game.rng_state)
