@@ -234,7 +234,11 @@ def test_full_turn_nets_step_every_ply_actor_only_nets_their_own(tmp_path, nets,
 
 # -- ledgers: worker invariance, resume, mismatches ------------------------------------------------
 def test_worker_count_does_not_change_the_ledger(tmp_path, nets):
-    for guerrilla, coin, games in (("random", "greedy", 300), (f"net:{nets['alpha']}", f"net:{nets['beta']}", 60)):
+    # The search cells: a game's plies must not depend on the games sharing its batch (each player
+    # observes the position as it stands before any move of the ply).
+    for guerrilla, coin, games in (("random", "greedy", 300), (f"net:{nets['alpha']}", f"net:{nets['beta']}", 60),
+                                   (f"search:{nets['alpha']}:4", f"net:{nets['old']}", 16),
+                                   ("greedy", f"search:{nets['beta']}:4", 16)):
         one = match(guerrilla, coin, games, out=tmp_path / "w1" / "cell.jsonl", workers=1, progress=False)
         two = match(guerrilla, coin, games, out=tmp_path / "w2" / "cell.jsonl", workers=2, progress=False)
         assert one.ledger.read_bytes() == two.ledger.read_bytes()
