@@ -25,12 +25,7 @@ EXPERT = dict(algorithm="expert", selfplay_games=16, replay_games=32, search_sim
               expert_minibatch_rows=8, checkpoint_interval=1)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")   # tests/conftest.py
 
 
 def test_improved_policy_matches_a_hand_computation():

@@ -25,13 +25,7 @@ from sequence_oracle import forward_sequence
 PASS = 255
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Byte-identical results (resume) need a fixed thread count; one keeps the tests cheap too."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")   # tests/conftest.py
 
 
 # ------------------------------------------------------------------ config
