@@ -11,11 +11,11 @@ import re
 from dataclasses import dataclass, field, replace
 
 from gcpipe.errors import UserError, is_int
-from gcpipe.protocol import RuntimePlayer
 from gcpipe.players.bots import GreedyPlayer, MctsPlayer, RandomPlayer
 from gcpipe.players.network import NetPlayer
-from gcpipe.search.player import SearchPlayer
+from gcpipe.protocol import RuntimePlayer
 from gcpipe.schema import NAME_PATTERN, check, coerce_numbers, load_schema
+from gcpipe.search.player import SearchPlayer
 
 # The player kinds, by the name configs and specs use.
 KINDS: dict[str, type[RuntimePlayer]] = {
