@@ -10,8 +10,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from gcpipe.engine.bots import play_games
+from gcpipe.engine import GUERRILLA
 from gcpipe.match.runner import game_seed
+from gcpipe.players import parse_spec, play_games
 
 ROSTER = {"random": 0, "greedy": 1, "mcts:2000": 3, "mcts:10000": 4}
 # name: (Guerrilla, COIN, published Guerrilla wins of 100), slowest last.
@@ -32,7 +33,7 @@ GAMES, CHUNK = 100, 5
 
 def _play(args):
     guerrilla, coin, seeds = args
-    return play_games(guerrilla, coin, seeds).winners
+    return play_games(parse_spec(guerrilla).runtime(), parse_spec(coin).runtime(), seeds).winners
 
 
 def main(names: list[str]) -> None:
@@ -47,7 +48,7 @@ def main(names: list[str]) -> None:
             chunks = [(guerrilla, coin, seeds[i:i + CHUNK]) for i in range(0, GAMES, CHUNK)]
             start = time.perf_counter()
             winners = np.concatenate(list(pool.map(_play, chunks)))
-            wins = int((winners == 0).sum())
+            wins = int((winners == GUERRILLA).sum())
             verdict = "matches" if wins == published else f"differs from the published {published}-{GAMES - published}"
             print(f"{name:>10}: {wins}-{GAMES - wins} ({verdict}), {time.perf_counter() - start:.0f} s")
 
