@@ -16,4 +16,4 @@ class MissingExtraError(UserError, ImportError):
 
 def is_int(value) -> bool:
     """An integer, Python's or numpy's, and not a bool (True is an int to Python, not to a user)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    return type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, bool))

@@ -95,7 +95,7 @@ class RuntimePlayer:
         """New games start in `slots`."""
 
     def observe(self, games: GameBatch, slots: np.ndarray) -> None:
-        """In `slots` the other side is about to move."""
+        """In `slots` the other side is about to move (reads the positions; draws nothing)."""
 
     def choose(self, games: GameBatch, slots: np.ndarray) -> np.ndarray:
         """This player is to move in `slots`: one action per slot (int32), the positions unchanged."""

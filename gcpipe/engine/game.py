@@ -39,12 +39,13 @@ def _enum_names(prefix: str) -> tuple[str, ...]:
 
 END_REASONS = _enum_names("GC_END_")        # ("none", "coins_cleared", ..., "timeout"), by GC_END_* code
 _C_SIDES = np.array([lib.GC_GUERRILLA, lib.GC_COIN])   # C code of each Python side
+_FROM_C = np.full(max(lib.GC_NONE, lib.GC_GUERRILLA, lib.GC_COIN) + 1, NO_SIDE, np.int8)   # by C code
+_FROM_C[[lib.GC_GUERRILLA, lib.GC_COIN]] = GUERRILLA, COIN
 
 
 def sides_from_c(codes) -> np.ndarray:
     """C side codes (GC_GUERRILLA, GC_COIN, GC_NONE) as Python sides (GUERRILLA, COIN, NO_SIDE)."""
-    codes = np.asarray(codes)
-    return np.select([codes == lib.GC_GUERRILLA, codes == lib.GC_COIN], [GUERRILLA, COIN], NO_SIDE).astype(np.int8)
+    return _FROM_C[codes]
 
 
 def side_to_c(side: int) -> int:
@@ -336,6 +337,7 @@ class GameBatch:
         self._obs = np.zeros((self.n, OBS_SIZE), np.uint8)
         self._mask = np.zeros((self.n, NUM_ACTIONS), np.uint8)
         self._actions = np.zeros(self.n, np.int32)
+        self._observed: np.ndarray | None = None   # the games in the observation buffers, until a move
 
     @property
     def to_move(self) -> np.ndarray:
@@ -354,6 +356,7 @@ class GameBatch:
         return self._states["end_reason"].copy()
 
     def reset(self, i: int, seed: int) -> None:
+        self._observed = None
         lib.gc_reset(self._c_states + self._index(i), _uint32(seed))
 
     def game(self, i: int) -> Game:
@@ -364,15 +367,23 @@ class GameBatch:
 
     def put(self, i: int, game: Game) -> None:
         """Game i becomes a copy of `game` (its generator included)."""
+        self._observed = None
         self._c_states[self._index(i)] = game._state[0]
 
     def observe(self, idx) -> tuple[np.ndarray, np.ndarray]:
-        """Observations [k,120] and action masks [k,256] of games idx (views of reused buffers)."""
+        """Observations [k,120] and action masks [k,256] of games idx: read-only views of buffers
+        that the next observe of other games overwrites.  Observing the same games again before
+        any of the batch's positions change (two players reading one ply) reuses them."""
         idx = self._indices(idx)
         k = len(idx)
-        lib.gc_batch_observe(self._c_states, _i32p(idx), k, ffi.from_buffer("uint8_t[]", self._obs),
-                             ffi.from_buffer("uint8_t[]", self._mask))
-        return self._obs[:k], self._mask[:k]
+        if self._observed is None or not np.array_equal(self._observed, idx):
+            self._observed = None
+            lib.gc_batch_observe(self._c_states, _i32p(idx), k, ffi.from_buffer("uint8_t[]", self._obs),
+                                 ffi.from_buffer("uint8_t[]", self._mask))
+            self._observed = idx.copy()
+        obs, mask = self._obs[:k], self._mask[:k]
+        obs.flags.writeable = mask.flags.writeable = False
+        return obs, mask
 
     def sample(self, idx, logits: np.ndarray) -> np.ndarray:
         """A move for each game idx[k] sampled from logits[k] (rules.md §9: one draw from the game's
@@ -400,6 +411,7 @@ class GameBatch:
         """Plays actions[k] in game idx[k]; IllegalActionError names the first that is not legal
         (the games before it have moved, it and those after it have not)."""
         idx = self._indices(idx)
+        self._observed = None
         actions = np.ascontiguousarray(actions, dtype=np.int32)
         if actions.shape != idx.shape:
             raise ValueError(f"one action per game: {len(idx)} games, actions of shape {actions.shape}")
@@ -413,8 +425,10 @@ class GameBatch:
         return lib.gc_rand(ffi.addressof(self._c_states[self._index(i)], "rng"))
 
     def declare_coin_win(self, idx, reason: str) -> None:
-        """Ends running games idx by an outside rule, as Game.declare_coin_win."""
+        """Ends the games of idx that are still running by an outside rule, as Game.declare_coin_win
+        (a finished game keeps its result)."""
         code = END_REASONS.index(reason)
+        self._observed = None
         for i in self._indices(idx):
             lib.gc_declare_coin_win(self._c_states + int(i), code)
 

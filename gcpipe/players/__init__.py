@@ -18,7 +18,9 @@ an int array):
     new_games(slots)        new games start in these slots (a network zeroes their recurrent state)
     observe(games, slots)   in these slots the OTHER side is about to move: a full-turn (standard
                             5c) network steps on the position, output discarded (rules.md §9);
-                            bots and actor-only networks do nothing
+                            bots and actor-only networks do nothing.  It reads the position
+                            only (no draw from the game's generator), so the observe and choose
+                            calls of one ply may come in any order
     choose(games, slots)    this player is to move in these slots: one action per slot (int32).
                             It may draw from each game's own generator (rules.md §8) but leaves
                             the positions alone; the caller applies the moves (GameBatch.apply).

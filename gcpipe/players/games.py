@@ -51,19 +51,20 @@ def play_games(guerrilla: RuntimePlayer, coin: RuntimePlayer, seeds, slots: int 
             break
         to_move = games.to_move[active]
         actions = np.empty(len(active), np.int32)
+        # The games of each side to move: its player chooses, the other observes the same position.
         for side, player in enumerate(players):
-            mine = to_move == side
-            if not mine.all():
-                player.observe(games, active[~mine])
-            if mine.any():
-                actions[mine] = player.choose(games, active[mine])
+            movers = to_move == side
+            if movers.any():
+                actions[movers] = player.choose(games, active[movers])
+                players[1 - side].observe(games, active[movers])
         games.apply(active, actions)
-        running = games.winners[active] == NO_SIDE
-        games.declare_coin_win(active[running & (games.plies[active] >= ply_cap)], "ply_cap")
-        finished = active[games.winners[active] != NO_SIDE]
+        games.declare_coin_win(active[games.plies[active] >= ply_cap], "ply_cap")   # running games only
+        winner = games.winners[active]
+        done = winner != NO_SIDE
+        finished = active[done]
         if len(finished):
             index = slot_game[finished]
-            winners[index] = games.winners[finished]
+            winners[index] = winner[done]
             plies[index] = games.plies[finished]
             ends[index] = games.end_reasons[finished]
             slot_game[finished] = -1
