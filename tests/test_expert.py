@@ -117,7 +117,8 @@ def test_bot_games_use_the_configured_mcts():
     trainer = ExpertIteration(config)
     trainer.collect()
     seeds = np.array([game_seed(config.seed, 0, j) for j in range(2)], np.uint32)
-    expected = play_games(net_arrays(trainer.policy), trainer.settings, seeds, np.array([1, 2]), "mcts:3:0.2:random")
+    expected = play_games(net_arrays(trainer.policy), trainer.settings, seeds, np.array([GUERRILLA, COIN]),
+                          define("opponent", {"kind": "mcts", "iterations": 3, "exploration": 0.2, "rollout": "random"}))
     assert [g.obs.tobytes() for g in trainer.games] == [g.obs.tobytes() for g in expected]
 
 

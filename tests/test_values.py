@@ -1,4 +1,4 @@
-"""Value calibration and value accuracy (gcpipe/search/calibration.py, values.py): the logistic fit
+"""Value calibration and value accuracy (gcpipe/search/calibration.py, gcpipe/train/values.py): the logistic fit
 is the maximum-likelihood one, the held-out split is by game, Brier scores and reliability bins
 are what their definitions give, and bad files or outputs are one line before any game."""
 import json
@@ -13,7 +13,7 @@ from gcpipe.nn.inference import CompiledNet
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.search.calibration import calibrate, calibrated_settings, fit_logistic, selfplay_values, write_calibration
 from gcpipe.search.settings import make_settings
-from gcpipe.search.values import value_accuracy
+from gcpipe.train.values import value_accuracy
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +56,16 @@ def test_calibration_holds_out_the_last_fifth_of_the_games(net_file):
 
 
 def test_value_accuracy_is_brier_and_reliability_of_the_search_games(net_file):
+    from gcpipe.engine import NO_SIDE
     from gcpipe.nn.inference import net_arrays
-    from gcpipe.search.values import _SEED_OFFSET
+    from gcpipe.players import define
     from gcpipe.train.expert import game_seed, play_games
+    from gcpipe.train.values import _SEED_OFFSET
 
     report = value_accuracy(net_file, games=6, simulations=4, seed=2)
     seeds = np.array([game_seed(2 + _SEED_OFFSET, 0, j) for j in range(6)], np.uint32)
     games = play_games(net_arrays(ckpt.load(net_file).model), make_settings(simulations=4), seeds,
-                       np.zeros(6, np.int64), "greedy")
+                       np.full(6, NO_SIDE), define("greedy", {"kind": "greedy"}))
     for label, side in (("guerrilla_to_move", 1), ("coin_to_move", 2)):
         net = np.concatenate([(g.root_values[g.obs[:, 113] == side] + 1) / 2 for g in games])
         search = np.concatenate([(g.search_values[g.obs[:, 113] == side] + 1) / 2 for g in games])

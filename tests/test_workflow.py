@@ -131,7 +131,7 @@ def test_run_settings_are_filled_in_as_the_trainer_reads_them():
      "players, e.g. random__random)"),
     (lambda c: c.update(elo={"ordo": "yes"}), "elo.ordo: must be true or false, got 'yes'"),
     (lambda c: c["players"].update(s={"kind": "search"}),
-     "players.s: a search player needs exactly one of 'path' (a checkpoint file) or 'run' (a training run)"),
+     "players.s: needs exactly one of 'path' (a checkpoint file) or 'run' (a training run)"),
     (lambda c: c["players"].update(s={"kind": "search", "run": "q"}),
      "players.s: run 'q' is not configured under runs (runs: none)"),
 ])
