@@ -10,18 +10,18 @@ import torch
 from typer.testing import CliRunner
 
 from gcpipe.cli import app
-from gcpipe.config import check_pipeline, validate_config
-from gcpipe.engine import COIN, MAX_GAME_LENGTH, TERMINAL_PLAYER, Game
-from gcpipe.engine.bots import Bot
+from gcpipe.config import validate_config
+from gcpipe.engine import COIN, MAX_GAME_LENGTH, TERMINAL_PLAYER, Game, GameBatch
+from gcpipe.engine.bots import Bot, BotSpec
 from gcpipe.errors import UserError
-from gcpipe.match import match, parse_spec
+from gcpipe.match import match
 from gcpipe.match.ledger import read_ledger
 from gcpipe.match.replay import replay_record
-from gcpipe.match.openspiel import OpenSpielSpec, parse_openspiel
-from gcpipe.match.players import player_from_config
 from gcpipe.nn import checkpoint as ckpt
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.nn.player import NetworkBot, NetworkPlayer
+from gcpipe.players import define, parse_spec
+from gcpipe.players.openspiel import OpenSpielPlayer
+from gcpipe.workflow import check_pipeline
 
 needs_openspiel = pytest.mark.skipif(
     importlib.util.find_spec("pyspiel") is None,
@@ -65,7 +65,7 @@ def test_openspiel_player_without_the_extra_is_one_line(without_openspiel, tmp_p
     result = CliRunner().invoke(app, ["match", "openspiel:mcts:100", "random", "--games", "2",
                                       "--out", str(tmp_path / "x.jsonl")])
     assert result.exit_code == 2
-    assert result.output.strip().splitlines() == [f"gcpipe: error: {INSTALL_LINE}"]
+    assert result.output.strip().splitlines() == [f"gcpipe: error: player spec 'openspiel:mcts:100': {INSTALL_LINE}"]
     assert not (tmp_path / "x.jsonl").exists()
     config = validate_config({"players": {"r": {"kind": "random"}, "os": {"kind": "openspiel"}}})
     with pytest.raises(UserError) as caught:
@@ -76,25 +76,27 @@ def test_openspiel_player_without_the_extra_is_one_line(without_openspiel, tmp_p
 
 
 @pytest.mark.parametrize("text, settings", [
-    ("mcts", OpenSpielSpec()),
-    ("mcts:500", OpenSpielSpec(max_simulations=500)),
-    ("mcts:500:1.4:3", OpenSpielSpec(max_simulations=500, uct_c=1.4, n_rollouts=3)),
-    ("mcts::0.5", OpenSpielSpec(uct_c=0.5)),
+    ("mcts", {"algorithm": "mcts"}),
+    ("mcts:500", {"algorithm": "mcts", "max_simulations": 500}),
+    ("mcts:500:1.4:3", {"algorithm": "mcts", "max_simulations": 500, "uct_c": 1.4, "n_rollouts": 3}),
+    ("mcts::0.5", {"algorithm": "mcts", "uct_c": 0.5}),
 ])
 def test_openspiel_short_specs(text, settings):
-    assert parse_openspiel(text) == settings
+    assert OpenSpielPlayer.spec_settings(text) == settings
 
 
+@needs_openspiel
 @pytest.mark.parametrize("text, message", [
-    ("alphazero", "openspiel algorithm must be one of mcts, got 'alphazero'"),
-    ("mcts:0", "openspiel max_simulations must be a whole number from 1 to 10000000, got 0"),
-    ("mcts:many", "openspiel:mcts:many: max_simulations must be a number, got 'many'"),
-    ("mcts:10:-1", "openspiel uct_c must be a finite number >= 0, got -1.0"),
-    ("mcts:10:1:1:1", "openspiel:mcts:10:1:1:1: write openspiel:mcts[:MAX_SIMULATIONS[:UCT_C[:N_ROLLOUTS]]]"),
+    ("alphazero", "player spec 'openspiel:alphazero': algorithm: 'alphazero' is not one of mcts"),
+    ("mcts:0", "player spec 'openspiel:mcts:0': max_simulations: 0 is less than the minimum of 1"),
+    ("mcts:many", "player spec 'openspiel:mcts:many': max_simulations must be a whole number, got 'many'"),
+    ("mcts:10:-1", "player spec 'openspiel:mcts:10:-1': uct_c: -1.0 is less than the minimum of 0"),
+    ("mcts:10:1:1:1", "player spec 'openspiel:mcts:10:1:1:1': openspiel takes at most "
+                      "ALGORITHM:MAX_SIMULATIONS:UCT_C:N_ROLLOUTS"),
 ])
 def test_bad_openspiel_specs(text, message):
     with pytest.raises(UserError) as caught:
-        parse_openspiel(text)
+        parse_spec(f"openspiel:{text}")
     assert str(caught.value) == message
 
 
@@ -161,9 +163,15 @@ def test_observation_views_and_positions(game):
 
 
 # -- OpenSpiel's MCTS against gcpipe's players (pyspiel.Bot) -------------------------------------
-def _random_net():
-    model = MinGRUPolicy(generator=torch.Generator().manual_seed(3))
-    return NetworkBot(NetworkPlayer(ckpt.Checkpoint.from_model(model, "5c")))
+@pytest.fixture(scope="module")
+def net_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("net") / "net.bin"
+    ckpt.save(MinGRUPolicy(generator=torch.Generator().manual_seed(3)), path, "5c")
+    return path
+
+
+def _runtime(spec: str):
+    return parse_spec(spec).runtime()
 
 
 @needs_openspiel
@@ -173,9 +181,10 @@ def test_gcpipe_bot_moves_with_its_own_generator(game):
     from gcpipe.openspiel import GcpipeBot
 
     state = game.new_initial_state()
-    returns = evaluate_bots(state, [GcpipeBot(Bot("greedy"), 11), GcpipeBot(Bot("random"), 12)], np.random)
+    returns = evaluate_bots(state, [GcpipeBot(_runtime("greedy"), 11), GcpipeBot(_runtime("random"), 12)],
+                            np.random)
     # Replay: each side's moves are its engine bot's, drawing from that side's own generator.
-    engine, generators, bots = Game(), [Game(11).rng_state, Game(12).rng_state], [Bot("greedy"), Bot("random")]
+    engine, generators, bots = Game(), [Game(11).rng_state, Game(12).rng_state], [Bot(BotSpec("greedy")), Bot(BotSpec("random"))]
     for action in state.history():
         side = engine.current_player()
         mover = engine.clone()
@@ -187,36 +196,37 @@ def test_gcpipe_bot_moves_with_its_own_generator(game):
 
 
 @needs_openspiel
-def test_gcpipe_network_bot_steps_on_every_ply(game):
+def test_gcpipe_network_bot_steps_on_every_ply(game, net_file):
     from open_spiel.python.algorithms.evaluate_bots import evaluate_bots
 
     from gcpipe.openspiel import GcpipeBot
 
-    net = _random_net()
-    steps = []
-    for method in ("forward", "advance"):      # its own plies, the other side's
-        step = getattr(net.player, method)
-        setattr(net.player, method, lambda slots, obs, step=step: steps.append(obs.copy()) or step(slots, obs))
+    net = _runtime(f"net:{net_file}")
+    seen_by_net = []
+    for method in ("observe", "choose"):      # the other side's plies, its own
+        call = getattr(net, method)
+        setattr(net, method, lambda games, slots, call=call: seen_by_net.append(games.game(0).observation())
+                or call(games, slots))
     state = game.new_initial_state()
-    evaluate_bots(state, [GcpipeBot(Bot("random"), 4), GcpipeBot(net, 5)], np.random)
+    evaluate_bots(state, [GcpipeBot(_runtime("random"), 4), GcpipeBot(net, 5)], np.random)
     # A full-turn net observes the position before every ply, the random bot's included.
     replay, seen = Game(), []
     for action in state.history():
         seen.append(replay.observation())
         replay.apply_action(action)
-    assert len(steps) == len(seen) and all((a[0] == b).all() for a, b in zip(steps, seen))
+    assert len(seen_by_net) == len(seen) and all((a == b).all() for a, b in zip(seen_by_net, seen))
 
 
 @needs_openspiel
-@pytest.mark.parametrize("opponent", ["random", "greedy", "mcts:64", "net"])
-def test_openspiel_mcts_plays_gcpipe_players_through_evaluate_bots(game, opponent):
+@pytest.mark.parametrize("opponent", ["random", "greedy", "mcts:64", "net", "search"])
+def test_openspiel_mcts_plays_gcpipe_players_through_evaluate_bots(game, opponent, net_file):
     from open_spiel.python.algorithms.evaluate_bots import evaluate_bots
 
     from gcpipe.openspiel import GcpipeBot
 
+    spec = {"net": f"net:{net_file}", "search": f"search:{net_file}:16"}.get(opponent, opponent)
     for side in (0, 1):
-        gcpipe_player = _random_net() if opponent == "net" else Bot(opponent)
-        bots = [_mcts_bot(game, 32, seed=side), GcpipeBot(gcpipe_player, seed=7 + side)]
+        bots = [_mcts_bot(game, 32, seed=side), GcpipeBot(_runtime(spec), seed=7 + side)]
         if side == 1:
             bots.reverse()
         state = game.new_initial_state()
@@ -239,22 +249,24 @@ def test_openspiel_player_spec_and_identity():
     assert player.name == "os-mcts500-c1.4" and player.kind == "openspiel"
     assert player.identity == {"kind": "openspiel", "algorithm": "mcts", "max_simulations": 500, "uct_c": 1.4,
                                "n_rollouts": 1, "solve": True, "open_spiel": metadata.version("open_spiel")}
-    configured = player_from_config("os", {"kind": "openspiel", "max_simulations": 500, "uct_c": 1, "roster": 4})
+    configured = define("os", {"kind": "openspiel", "max_simulations": 500, "uct_c": 1, "roster": 4})
     assert configured.identity == dict(player.identity, uct_c=1.0) and configured.roster == 4
-    with pytest.raises(UserError, match=r"^config player os: openspiel n_rollouts must be a whole number"):
-        player_from_config("os", {"kind": "openspiel", "n_rollouts": 0.5})
+    with pytest.raises(UserError, match=r"^players.os: n_rollouts: must be an integer, got 0.5$"):
+        define("os", {"kind": "openspiel", "n_rollouts": 0.5})
 
 
 @needs_openspiel
-def test_openspiel_opponent_in_gcpipe_play_draws_once_per_move():
-    from gcpipe.play import make_opponent
-
-    opponent, name = make_opponent("openspiel:mcts:16")
-    game = Game(9)
-    before = game.serialize()
-    action = opponent.choose(game)
-    assert name == "os-mcts16" and action in game.legal_actions()
-    assert game.rng_state == 16807 * 9 and game.serialize().split()[:-1] == before.split()[:-1]
+def test_openspiel_player_draws_once_per_move():
+    player = _runtime("openspiel:mcts:16")
+    games = GameBatch(1)
+    games.reset(0, 9)
+    before = games.game(0).serialize()
+    player.start(1)
+    player.new_games(np.zeros(1, np.int32))
+    action = int(player.choose(games, np.zeros(1, np.int32))[0])
+    after = games.game(0)
+    assert action in after.legal_actions()
+    assert after.rng_state == 16807 * 9 and after.serialize().split()[:10] == before.split()[:10]
 
 
 @needs_openspiel

@@ -6,7 +6,7 @@
 
 The game is a Python game over gcpipe's C engine (`game`); `GcpipeBot` lets gcpipe's players
 play in OpenSpiel (`bots`), and the match player kind `openspiel` puts OpenSpiel's algorithms
-in gcpipe's matches (gcpipe.match.openspiel).
+in gcpipe's matches (gcpipe.players.openspiel).
 """
 from gcpipe.errors import MissingExtraError
 

@@ -30,7 +30,8 @@ capability is optional: a Guerrilla runtime's `play_whole_games(coin, seeds, ply
 the games itself and return their results, or return None; the engine bots play each other
 wholly in C this way.
 
-Kinds: random, greedy, mcts (bots.py), net (network.py) and search (gcpipe/search/player.py).
+Kinds: random, greedy, mcts (bots.py), net (network.py), search (gcpipe/search/player.py) and
+openspiel (openspiel.py: OpenSpiel's algorithms, with the `openspiel` extra).
 Adding a kind: one subclass of `gcpipe.protocol.RuntimePlayer` — its `kind` name, the JSON Schema
 of its settings (`schema`, checked for config entries and short specs alike), the short-spec
 fields, `define` (check the settings against the world; say what the ledger records), `build`

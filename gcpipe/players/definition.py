@@ -13,13 +13,14 @@ from dataclasses import dataclass, field, replace
 from gcpipe.errors import UserError, is_int
 from gcpipe.players.bots import GreedyPlayer, MctsPlayer, RandomPlayer
 from gcpipe.players.network import NetPlayer
+from gcpipe.players.openspiel import OpenSpielPlayer
 from gcpipe.protocol import RuntimePlayer
 from gcpipe.schema import NAME_PATTERN, check, coerce_numbers, load_schema
 from gcpipe.search.player import SearchPlayer
 
 # The player kinds, by the name configs and specs use.
 KINDS: dict[str, type[RuntimePlayer]] = {
-    cls.kind: cls for cls in (RandomPlayer, GreedyPlayer, MctsPlayer, NetPlayer, SearchPlayer)}
+    cls.kind: cls for cls in (RandomPlayer, GreedyPlayer, MctsPlayer, NetPlayer, SearchPlayer, OpenSpielPlayer)}
 # The kinds that play a checkpoint file (CHECKPOINT_SCHEMA: `path`, or a training `run`'s final.bin).
 CHECKPOINT_KINDS = tuple(kind for kind, cls in KINDS.items() if "run" in cls.schema["properties"])
 
