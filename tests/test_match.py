@@ -79,7 +79,8 @@ def test_net_spec_identity(nets):
 
 @pytest.mark.parametrize("spec, message", [
     ("foo", "unknown player 'foo': not a config player; short specs are random, greedy, "
-            "mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], net:PATH, search:PATH:SIMULATIONS"),
+            "mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], net:PATH, search:PATH:SIMULATIONS, "
+            "openspiel:mcts[:MAX_SIMULATIONS[:UCT_C[:N_ROLLOUTS]]]"),
     ("random:3", "player spec 'random:3': random takes no settings"),
     ("greedy:", "player spec 'greedy:': greedy takes no settings"),
     ("mcts:0", "player spec 'mcts:0': iterations: 0 is less than the minimum of 1"),

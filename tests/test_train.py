@@ -48,7 +48,7 @@ def test_run_config_is_read_from_the_runs_mapping(tmp_path):
     assert isinstance(config.total_timesteps, int) and isinstance(config.learning_rate, float)
     # `gcpipe train` reads the whole config through the pipeline's schema, as `gcpipe match` does.
     path.write_text("players: {r: {kind: robot}}\nruns:\n  small: {}\n")
-    with pytest.raises(UserError, match=r"players\.r\.kind: 'robot' is not one of random, greedy, mcts, net, search$"):
+    with pytest.raises(UserError, match=r"players\.r\.kind: 'robot' is not one of random, greedy, mcts, net, search, openspiel$"):
         run_config(path, "small")
     path.write_text("players: {r: {kind: random}}\nruns:\n  small: {total_timesteps: 1e6}\n")
     with pytest.raises(UserError, match=r"runs\.small\.total_timesteps: must be an integer, got '1e6' \(YAML reads "
