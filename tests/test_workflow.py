@@ -165,16 +165,23 @@ def test_shipped_configs_are_valid(name):
 
 def test_default_config_is_the_documented_field():
     config = load_config(CONFIGS / "config.yaml")
-    assert config["matches"]["field"] == ["random", "greedy", "baseline", "mcts2k", "candidate"]
-    assert roster_positions(config["players"]) == {"random": 0, "greedy": 1, "baseline": 2, "mcts2k": 3, "candidate": 5}
+    assert config["matches"]["field"] == ["random", "greedy", "baseline", "mcts2k", "candidate", "expert-search"]
+    assert roster_positions(config["players"]) == {"random": 0, "greedy": 1, "baseline": 2, "mcts2k": 3, "candidate": 5,
+                                                   "expert-search": 6}
+    expert = config["runs"]["expert"]
+    assert (expert["algorithm"], expert["init_run"], expert["layout"]) == ("expert", "candidate", "5c")
+    assert config["players"]["expert-search"]["run"] == "expert"
     baseline = config["runs"]["baseline"]
     assert (baseline["selfplay"], baseline["opponent"], baseline["layout"]) == (False, "greedy", "legacy")
     assert config["runs"]["candidate"]["layout"] == "5c"
     assert config["runs"]["candidate"]["selfplay"] is True
     plan = match_plan(config)
-    assert len(plan) == 25
-    assert {cell.games for cell in plan if "mcts2k" not in (cell.guerrilla, cell.coin)} == {1000}
-    assert {cell.games for cell in plan if "mcts2k" in (cell.guerrilla, cell.coin)} == {100}
+    assert len(plan) == 36
+    games = {(cell.guerrilla, cell.coin): cell.games for cell in plan}
+    # The smaller cap of the two players applies: MCTS 2K's 100, then the search player's 200.
+    assert {n for pair, n in games.items() if "mcts2k" in pair} == {100}
+    assert {n for pair, n in games.items() if "expert-search" in pair and "mcts2k" not in pair} == {200}
+    assert {n for pair, n in games.items() if not {"mcts2k", "expert-search"} & set(pair)} == {1000}
 
 
 def test_reference_config_is_the_published_field():
@@ -371,8 +378,8 @@ def test_dry_run_of_the_default_config(tmp_path):
     result = snakemake("-n", "elo_table", workdir=tmp_path)
     assert result.returncode == 0, result.stderr
     # The main job makes everything the report shows: training curves and the game viewer too.
-    assert job_counts(result.stdout) == {"build_engine": 1, "match": 25, "train": 2, "merge": 25, "elo": 1,
-                                         "provenance": 1, "report": 2, "games": 2, "elo_table": 1}
+    assert job_counts(result.stdout) == {"build_engine": 1, "match": 36, "train": 3, "merge": 36, "elo": 1,
+                                         "provenance": 1, "report": 3, "games": 4, "elo_table": 1}
     # Jobs read the resolved config: every default filled in.
     resolved = yaml.safe_load((tmp_path / "results" / "config.yaml").read_text())
     assert resolved == load_config(CONFIGS / "config.yaml")
@@ -382,8 +389,8 @@ def test_dry_run_of_the_default_config(tmp_path):
 def test_dry_run_of_the_smoke_config_shards_large_cells(tmp_path):
     result = snakemake("-n", "all", "--configfile", str(CONFIGS / "smoke.yaml"), workdir=tmp_path)
     assert result.returncode == 0, result.stderr
-    # 16 cells: the 9 without MCTS have 12 games (shards 0-8, 8-4), the 7 with MCTS have 6.
-    assert job_counts(result.stdout) == {"build_engine": 1, "match": 25, "train": 2, "merge": 16, "report": 2,
+    # 25 cells: the 16 without MCTS have 12 games (shards 0-8, 8-4), the 9 with MCTS have 6.
+    assert job_counts(result.stdout) == {"build_engine": 1, "match": 41, "train": 3, "merge": 25, "report": 3,
                                          "elo": 1, "games": 2, "provenance": 1, "all": 1}
     assert "results/matches/shards/random__baseline/8-4.json" in result.stdout
     # The smoke config replaced the default rather than being merged into it.
@@ -437,7 +444,7 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     results = tmp_path / "results"
     ratings = json.loads((results / "elo" / "ratings.json").read_text())
-    field = ["random", "baseline", "mcts", "candidate"]
+    field = ["random", "baseline", "mcts", "candidate", "expert-search"]
     assert sorted({(e["player"], e["side"]) for e in ratings["ratings"]}) == sorted(
         (p, s) for p in field for s in ("guerrilla", "coin"))
     assert [e["player"] for e in json.loads((results / "elo" / "ordo.json").read_text())["ratings"]] != []
@@ -445,7 +452,7 @@ def test_smoke_dag_end_to_end(tmp_path):
         lines = (results / "matches" / f"{cell.name}.jsonl").read_text().splitlines()
         assert [json.loads(line)["game"] for line in lines] == list(range(cell.games))
     for png in ["elo/ratings.png", "elo/crosstable.png", "elo/superiority.png", "elo/ordo.png",
-                "runs/baseline/training.png", "runs/candidate/training.png"]:
+                "runs/baseline/training.png", "runs/candidate/training.png", "runs/expert/training.png"]:
         assert (results / png).read_bytes().startswith(b"\x89PNG")
     for cell in ("candidate__baseline", "baseline__candidate"):
         for view in ("guerrilla_win.svg", "coin_win.svg"):
