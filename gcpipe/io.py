@@ -1,13 +1,18 @@
 """File helpers: atomic writes (every derived output is written to a temp file and renamed into
 place, so a reader, or a killed job that Snakemake restarts, never sees a half-written file),
-the text formats of outputs (canonical JSON, CSV, Markdown tables) and file digests."""
+the text formats of outputs (canonical JSON, CSV, Markdown tables), file digests and checksum
+sidecars, and the one-writer locks of ledgers and run folders."""
+import contextlib
 import csv
+import fcntl
 import hashlib
 import io
 import json
 import os
 import tempfile
 from pathlib import Path
+
+from gcpipe.errors import UserError
 
 # mkstemp creates files readable by the owner only; outputs should get the usual permissions.
 # Reading the umask means setting it, so do it once at import rather than per write.
@@ -68,3 +73,110 @@ def sha256_file(path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+# -- checksums ---------------------------------------------------------------------------------
+# Every training state and checkpoint gcpipe writes gets a sidecar PATH.sha256 in `sha256sum`
+# format (checkpoint files themselves stay raw floats, byte-compatible with the reference), so
+# a file damaged on disk is caught when it is read instead of loading silently.
+
+def checksum_path(path) -> Path:
+    """The sidecar holding the SHA-256 of `path`: PATH.sha256."""
+    path = Path(path)
+    return path.with_name(path.name + ".sha256")
+
+
+def write_checked(path, data: bytes) -> None:
+    """Write `data` to `path` atomically, then its SHA-256 sidecar.  A kill between the two leaves
+    a file that fails verification (never one that passes with the wrong bytes)."""
+    path = Path(path)
+    atomic_write_bytes(path, data)
+    atomic_write_text(checksum_path(path), f"{hashlib.sha256(data).hexdigest()}  {path.name}\n")
+
+
+def checksum_problem(path, data: bytes | None = None) -> str | None:
+    """Why `path` (or `data`, its bytes already read) does not match its sidecar, or None when it
+    does.  A missing sidecar is a problem: call this only for files written by write_checked."""
+    path = Path(path)
+    try:
+        recorded = checksum_path(path).read_text(encoding="utf-8").split()[0]
+    except (OSError, UnicodeDecodeError, IndexError):
+        return f"its checksum file {checksum_path(path).name} is missing or unreadable"
+    try:
+        actual = hashlib.sha256(path.read_bytes() if data is None else data).hexdigest()
+    except OSError as error:
+        return f"it cannot be read ({error.strerror})"
+    if actual != recorded:
+        return f"its bytes do not match {checksum_path(path).name} (damaged or cut short)"
+    return None
+
+
+def keep_previous(path, previous) -> None:
+    """Copy `path` and its sidecar to `previous` (and its sidecar) when `path` verifies, so a kill
+    or a damaged disk while `path` is being replaced still leaves one good copy."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    if checksum_problem(path, data) is None:
+        write_checked(previous, data)
+
+
+def remove_stale_temps(folder, name: str = "*") -> None:
+    """Remove the temp files that killed atomic writes of `name` (default: of every file) left in
+    `folder`.  Only for files whose writer holds the lock of them: another writer's temp is live."""
+    for temp in Path(folder).glob(f".{name}.*.tmp"):
+        temp.unlink(missing_ok=True)
+
+
+# -- locks -------------------------------------------------------------------------------------
+# One writer per ledger and per training run folder: an exclusive flock held for the writer's
+# life.  The kernel drops it when the holder dies (kill -9 included), so a stale lock cannot
+# block a rerun; the workers a holder forks share it.
+
+def lock_or_refuse(fd: int, path, what: str) -> None:
+    """Take an exclusive lock on the open file (or folder) `fd` of `path`, or raise a UserError
+    naming the process that holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _lock_holder(path)
+        by = f"process {holder}" if holder else "another process"
+        raise UserError(f"{what} {path} is being written by {by}; wait for it to finish or stop it "
+                        f"(two writers would mix their results)") from None
+
+
+@contextlib.contextmanager
+def locked_folder(path, what: str):
+    """Hold the lock of folder `path` (created if needed) while the block runs."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        lock_or_refuse(fd, path, what)
+        yield path
+    finally:
+        os.close(fd)
+
+
+def _lock_holder(path) -> int | None:
+    """The PID holding a flock on `path`, from /proc/locks (Linux); None where it cannot be told
+    (another OS, or a holder on another node of a network filesystem)."""
+    try:
+        st = os.stat(path)
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    device = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK":
+            continue
+        try:
+            major, minor, inode = fields[5].split(":")
+            if (int(major, 16), int(minor, 16), int(inode)) == device:
+                return int(fields[4])
+        except ValueError:
+            continue
+    return None

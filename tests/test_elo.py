@@ -10,7 +10,7 @@ from gcpipe.cli import app
 from gcpipe.elo import (OUTPUT_FILES, Anchor, CrossTable, crosstable_from_ledgers, elo_table,
                         fit_elo, parse_crosstable_markdown, read_crosstable, write_elo_outputs)
 from gcpipe.errors import UserError
-from gcpipe.match.ledger import LedgerWriter
+from gcpipe.match.ledger import LedgerWriter, game_seed
 
 # spec/baselines.md: the published field (100 games per cell) and its side-specific Elo.
 PUBLISHED = """
@@ -122,7 +122,7 @@ def _write_ledger(path, guerrilla, coin, winners, ids=None):
     with LedgerWriter(path) as writer:
         for game, winner in enumerate(winners):
             writer.append({"cell": f"{guerrilla}__{coin}", "guerrilla": guerrilla, "coin": coin,
-                           "game": game, "seed": game * 7 + 1, "winner": winner, "plies": 40,
+                           "game": game, "seed": game_seed(0, 1, game), "winner": winner, "plies": 40,
                            "end": "coins_cleared" if winner == "guerrilla" else "stones_wiped",
                            "guerrilla_id": ids.get(guerrilla, {"kind": guerrilla}),
                            "coin_id": ids.get(coin, {"kind": coin})})

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from gcpipe.errors import UserError
-from gcpipe.match.ledger import (END_REASONS, LedgerWriter, encode_record, merge_shards,
+from gcpipe.match.ledger import (END_REASONS, LedgerWriter, encode_record, game_seed, merge_shards,
                                  read_ledger, summarize, summary_path_for, wilson_interval,
                                  write_summary)
 
@@ -14,7 +14,7 @@ C_ID = {"kind": "greedy"}
 def record(game, winner="coin", end=None, plies=40, guerrilla="mcts2k", coin="greedy"):
     end = end or ("coins_cleared" if winner == "guerrilla" else "stones_wiped")
     return {"cell": f"{guerrilla}__{coin}", "guerrilla": guerrilla, "coin": coin, "game": game,
-            "seed": (0x9E3779B9 * (game + 1)) % 2**32 | 1, "winner": winner, "plies": plies,
+            "seed": game_seed(3, 1, game), "winner": winner, "plies": plies,
             "end": end, "guerrilla_id": G_ID, "coin_id": C_ID}
 
 
@@ -27,7 +27,7 @@ def write(path, records):
 def test_line_format_is_compact_and_in_key_order():
     line = encode_record(record(3, winner="guerrilla", plies=57))
     assert line == ('{"cell":"mcts2k__greedy","guerrilla":"mcts2k","coin":"greedy","game":3,'
-                    f'"seed":{(0x9E3779B9 * 4) % 2**32 | 1},"winner":"guerrilla","plies":57,'
+                    f'"seed":{(0x9E3779B9 * (49 * 100003 + 3)) % 2**32 | 1},"winner":"guerrilla","plies":57,'
                     '"end":"coins_cleared","guerrilla_id":{"kind":"mcts","iterations":2000,'
                     '"exploration":0.7,"rollout":"greedy"},"coin_id":{"kind":"greedy"}}\n')
 

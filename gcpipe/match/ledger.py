@@ -16,20 +16,28 @@ A ledger holds the games of one cell (Guerrilla player G, COIN player C), conven
     guerrilla_id  dict identifying the Guerrilla player (kind, parameters, checkpoint sha256, ...)
     coin_id       dict identifying the COIN player
 
+Every line is exactly the bytes encode_record writes (compact JSON, "\n" line ends), and every
+record's seed is the rules.md §8 seed of its game index for one pair of roster positions, the
+same for the whole ledger; `gcpipe match`, `merge` and `elo` all read ledgers here, so all apply
+these checks.  A writer holds an exclusive lock on the ledger for its life: a second writer is
+refused with the holder's PID.
+
 Writes are flushed and fsynced per game, so a killed match loses at most the game in flight.
 A torn last line (no final newline, or not JSON) is what such a kill leaves behind: readers
 ignore it and a writer reopening the ledger truncates it before appending. Anything else that
 is malformed is an error naming the file and line. Summaries and Elo tables are derived from
 ledgers only.
 """
+import functools
 import json
 import math
 import os
 from pathlib import Path
 
-from gcpipe.engine import END_REASONS as ENGINE_END_REASONS, SIDE_NAMES as SIDES
+from gcpipe.engine import END_REASONS as ENGINE_END_REASONS, MAX_GAME_LENGTH, SIDE_NAMES as SIDES
 from gcpipe.errors import UserError, is_int
-from gcpipe.io import atomic_write_json, atomic_write_text
+from gcpipe.io import atomic_write_json, atomic_write_text, lock_or_refuse, remove_stale_temps
+from gcpipe.schema import ROSTER_POSITIONS
 from gcpipe.stats.normal import Z95
 
 RECORD_KEYS = ("cell", "guerrilla", "coin", "game", "seed", "winner", "plies", "end",
@@ -41,6 +49,31 @@ END_REASONS = tuple(reason for reason in ENGINE_END_REASONS if reason not in ("n
 _WINNER_BY_END = {"coins_cleared": "guerrilla", "stones_exhausted": "coin",
                   "stones_wiped": "coin", "ply_cap": "coin", "stalemate": None}
 _UINT32_MAX = 2**32 - 1
+GAME_INDEX_LIMIT = 2**32   # game indices are uint32 in the seed formula: 2**32 would replay game 0
+
+
+def game_seed(a: int, b: int, g: int) -> int:
+    """rules.md §8: the generator state of game g between roster positions a (Guerrilla), b (COIN)."""
+    for position in (a, b):
+        if not 0 <= position < ROSTER_POSITIONS:
+            raise ValueError(f"roster position {position} is outside 0..{ROSTER_POSITIONS - 1}")
+    if not 0 <= g < GAME_INDEX_LIMIT:
+        raise ValueError(f"game index {g} is outside 0..{GAME_INDEX_LIMIT - 1}")
+    return _seed(a * ROSTER_POSITIONS + b, g)
+
+
+def _seed(pair: int, g: int) -> int:
+    return ((0x9E3779B9 * (pair * 100003 + g)) & 0xFFFFFFFF) | 1
+
+
+def seed_pair(record: dict) -> int | None:
+    """The roster pair index a*16+b whose seed formula gives `record`'s seed, or None."""
+    return _seed_pair(record["game"], record["seed"])
+
+
+@functools.lru_cache(maxsize=256)
+def _seed_pair(game: int, seed: int) -> int | None:
+    return next((pair for pair in range(ROSTER_POSITIONS ** 2) if _seed(pair, game) == seed), None)
 
 
 def cell_name(guerrilla: str, coin: str) -> str:
@@ -71,14 +104,14 @@ def _record_problem(record) -> str | None:
     if record["cell"] != cell_name(record["guerrilla"], record["coin"]):
         return (f"cell {record['cell']!r} does not match players "
                 f"{cell_name(record['guerrilla'], record['coin'])!r}")
-    if not is_int(record["game"]) or record["game"] < 0:
-        return "game must be an integer >= 0"
+    if not is_int(record["game"]) or not 0 <= record["game"] < GAME_INDEX_LIMIT:
+        return f"game must be an integer in 0..{GAME_INDEX_LIMIT - 1}"
     if not is_int(record["seed"]) or not 0 <= record["seed"] <= _UINT32_MAX:
         return "seed must be an unsigned 32-bit integer"
     if record["winner"] not in SIDES:
         return f"winner must be one of {', '.join(SIDES)}"
-    if not is_int(record["plies"]) or record["plies"] < 0:
-        return "plies must be an integer >= 0"
+    if not is_int(record["plies"]) or not 1 <= record["plies"] <= MAX_GAME_LENGTH:
+        return f"plies must be an integer in 1..{MAX_GAME_LENGTH} (no legal game is longer)"
     if record["end"] not in END_REASONS:
         return f"end must be one of {', '.join(END_REASONS)}"
     implied = _WINNER_BY_END[record["end"]]
@@ -91,12 +124,20 @@ def _record_problem(record) -> str | None:
 
 
 def _inconsistency(record, first) -> str | None:
-    """Why `record` cannot share a ledger with `first` (one cell, the same two players)."""
+    """Why `record` cannot share a ledger with `first` (one cell, the same two players at the same
+    roster positions, so the same seed formula)."""
     if record["cell"] != first["cell"]:
         return f"cell {record['cell']!r} differs from the ledger's cell {first['cell']!r}"
     for key in ("guerrilla_id", "coin_id"):
         if record[key] != first[key]:
             return f"{key} {record[key]} differs from the ledger's {first[key]}"
+    pair = seed_pair(first)
+    if pair is None:
+        return (f"game {first['game']} has seed {first['seed']}, which the seed formula of rules.md §8 "
+                f"gives for no roster positions")
+    if record is not first and _seed(pair, record["game"]) != record["seed"]:
+        return (f"game {record['game']} has seed {record['seed']}, but the ledger's roster positions "
+                f"{pair // ROSTER_POSITIONS}/{pair % ROSTER_POSITIONS} give {_seed(pair, record['game'])}")
     return None
 
 
@@ -131,8 +172,10 @@ def _parse(path: Path) -> tuple[list[dict], int]:
                 break  # a torn last line that happens to end in a newline byte
             raise UserError(f"{path}:{line_number}: not valid JSON") from None
         problem = _record_problem(record)
-        if not problem and records:
-            problem = _inconsistency(record, records[0])
+        if not problem:
+            problem = _inconsistency(record, records[0] if records else record)
+        if not problem and raw + b"\n" != encode_record(record).encode("utf-8"):
+            problem = "not in the ledger's exact form (compact JSON, \\n line ends): edited by hand?"
         if problem:
             raise UserError(f"{path}:{line_number}: {problem}")
         if record["game"] in games:
@@ -156,9 +199,10 @@ def read_ledger(path) -> list[dict]:
 class LedgerWriter:
     """Appends records to a ledger, one flushed and fsynced line per finished game.
 
-    Opening reads the existing ledger (validating it like read_ledger) and truncates a torn last
-    line so the next append starts on a clean line. `records` holds what is already there, so
-    a match runner resumes with the games not in `done_games`.
+    Opening locks the ledger (a second writer gets a UserError naming this one's PID), reads it
+    (validating it like read_ledger) and truncates a torn last line so the next append starts on
+    a clean line. `records` holds what is already there, so a match runner resumes with the
+    games not in `done_games`.
     """
 
     def __init__(self, path):
@@ -173,11 +217,17 @@ class LedgerWriter:
 
     def __enter__(self):
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():
+        self._handle = open(self.path, "ab")
+        try:
+            lock_or_refuse(self._handle.fileno(), self.path, "ledger")
+            # Under the lock, a leftover temp file of this ledger's summary is a killed writer's.
+            remove_stale_temps(self.path.parent, summary_path_for(self.path).name)
             self.records, intact_bytes = _parse(self.path)
             if intact_bytes != self.path.stat().st_size:
                 os.truncate(self.path, intact_bytes)
-        self._handle = open(self.path, "ab")
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def append(self, record) -> None:
@@ -279,6 +329,8 @@ def merge_shards(shard_paths, out_path, games: int | None = None) -> list[dict]:
     """
     if not shard_paths:
         raise UserError("merge needs at least one shard ledger")
+    if Path(out_path).is_dir() or str(out_path).endswith(("/", os.sep)):
+        raise UserError(f"--out {out_path} is a folder; give the merged ledger's file name (G__C.jsonl)")
     merged: dict[int, dict] = {}
     source: dict[int, Path] = {}
     first = None
@@ -296,6 +348,8 @@ def merge_shards(shard_paths, out_path, games: int | None = None) -> list[dict]:
             source[record["game"]] = shard
     if not merged:
         raise UserError(f"no finished games in {', '.join(map(str, shard_paths))}")
+    if games is not None and (not is_int(games) or games < 1):
+        raise UserError(f"--games must be an integer >= 1, got {games!r}")
     expected = games if games is not None else max(merged) + 1
     missing = [game for game in range(expected) if game not in merged]
     if missing or len(merged) != expected:

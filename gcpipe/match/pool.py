@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from gcpipe.engine.bots import GameResults
+from gcpipe.lifetime import die_with_parent
 from gcpipe.players import Player, play_games
 from gcpipe.players.games import DEFAULT_SLOTS
 
@@ -83,7 +84,9 @@ _worker_cell: _Cell | None = None
 
 def _init_worker(guerrilla: Player, coin: Player, slots: int, parent_pid: int) -> None:
     global _worker_cell
-    _die_with_parent(parent_pid)
+    # A killed match (kill -9 included) takes its workers with it, instead of leaving them to
+    # finish their tasks as orphans next to the resumed run.
+    die_with_parent(parent_pid)
     # One thread before any torch work: a forked child must not enter the parent's OpenMP pool.
     _one_torch_thread()
     _worker_cell = _Cell(guerrilla, coin, slots)
@@ -98,16 +101,3 @@ def _one_torch_thread() -> None:
 
 def _play_task(task):
     return _worker_cell.play_task(task)
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """A killed match (kill -9 included) takes its workers with it, instead of leaving them to
-    finish their tasks as orphans next to the resumed run."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-    if os.getppid() != parent_pid:   # the parent died before prctl took effect
-        os._exit(1)

@@ -13,15 +13,16 @@ import numpy as np
 from gcpipe import paths
 from gcpipe.engine import END_REASONS, GUERRILLA, SIDE_NAMES
 from gcpipe.errors import UserError, is_int
-from gcpipe.match.ledger import LedgerWriter, cell_name, summary_path_for, write_summary
+from gcpipe.match.ledger import (GAME_INDEX_LIMIT, LedgerWriter, cell_name, game_seed, summary_path_for,
+                                 write_summary)
 from gcpipe.match.pool import play_in_tasks, usable_cores
 from gcpipe.players import Player
 from gcpipe.progress import Meter
 
 
-def game_seed(a: int, b: int, g: int) -> int:
-    """rules.md §8: the generator state of game g between roster positions a (Guerrilla), b (COIN)."""
-    return ((0x9E3779B9 * ((a * 16 + b) * 100003 + g)) & 0xFFFFFFFF) | 1
+# Games planned at a time: memory stays bounded whatever --games is (the pool splits each chunk
+# into tasks; results are appended in game order, so the ledger does not depend on it).
+CHUNK_GAMES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
     for flag, value, low in (("--games", games, 1), ("--first-game", first_game, 0)):
         if not is_int(value) or value < low:
             raise UserError(f"{flag} must be an integer >= {low}, got {value!r}")
+    if first_game + games > GAME_INDEX_LIMIT:
+        raise UserError(f"--first-game + --games must stay within {GAME_INDEX_LIMIT:,} game indices "
+                        f"(the seed formula's uint32), got {first_game + games:,}")
     workers = usable_cores() if workers is None else workers
     if not is_int(workers) or workers < 1:
         raise UserError(f"--workers must be a positive integer, got {workers!r}")
@@ -58,18 +62,23 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
     with LedgerWriter(path) as writer:
         check_ledger(writer.records, path, guerrilla, coin)
         done = writer.done_games
-        missing = np.array([g for g in range(first_game, first_game + games) if g not in done], np.int64)
-        if len(missing):
+        end = first_game + games
+        to_play = games - sum(first_game <= g < end for g in done)
+        if to_play:
             wins = sum(record["winner"] == SIDE_NAMES[GUERRILLA] for record in writer.records)
             before = len(writer.records)
-            seeds = np.array([game_seed(guerrilla.roster, coin.roster, int(g)) for g in missing], np.uint32)
-            with Meter(cell, len(missing), "games", score=_score(wins, before), enabled=progress) as meter:
-                for task_games, results in play_in_tasks(guerrilla, coin, missing, seeds, workers):
-                    writer.extend(_record(cell, guerrilla, coin, int(g), results.winners[k], int(results.plies[k]),
-                                          results.end_reasons[k]) for k, g in enumerate(task_games))
-                    played += len(task_games)
-                    wins += int(np.count_nonzero(results.winners == GUERRILLA))
-                    meter.advance(len(task_games), _score(wins, before + played))
+            with Meter(cell, to_play, "games", score=_score(wins, before), enabled=progress) as meter:
+                for start in range(first_game, end, CHUNK_GAMES):
+                    missing = np.array([g for g in range(start, min(start + CHUNK_GAMES, end)) if g not in done],
+                                       np.int64)
+                    seeds = np.array([game_seed(guerrilla.roster, coin.roster, int(g)) for g in missing], np.uint32)
+                    for task_games, results in play_in_tasks(guerrilla, coin, missing, seeds, workers):
+                        writer.extend(_record(cell, guerrilla, coin, int(g), results.winners[k],
+                                              int(results.plies[k]), results.end_reasons[k])
+                                      for k, g in enumerate(task_games))
+                        played += len(task_games)
+                        wins += int(np.count_nonzero(results.winners == GUERRILLA))
+                        meter.advance(len(task_games), _score(wins, before + played))
     summary_path = summary_path_for(path)
     summary = write_summary(path, summary_path)
     return MatchResult(ledger=path, summary_path=summary_path, summary=summary, played=played)
