@@ -156,7 +156,11 @@ def test_load_reports_sha256_and_never_modifies_the_file(tmp_path):
 def test_save_is_atomic_and_leaves_no_temp_files(tmp_path):
     ckpt.save(MinGRUPolicy(), tmp_path / "m.bin", "5c")
     ckpt.save(MinGRUPolicy(bias=True), tmp_path / "m.bin", "5c-bias")   # replaces the first
-    assert os.listdir(tmp_path) == ["m.bin"] and ckpt.detect_layout(tmp_path / "m.bin") == "5c-bias"
+    assert sorted(os.listdir(tmp_path)) == ["m.bin", "m.bin.sha256"]
+    assert ckpt.detect_layout(tmp_path / "m.bin") == "5c-bias"
+    # The sidecar is `sha256sum` format for the bytes now there; the .bin itself is the raw layout.
+    digest = hashlib.sha256((tmp_path / "m.bin").read_bytes()).hexdigest()
+    assert (tmp_path / "m.bin.sha256").read_text() == f"{digest}  m.bin\n"
 
 
 _ACCEPTED = "accepted sizes: 587264 (legacy), 586240 (5c), 587808 (5c-bias)"
@@ -186,6 +190,9 @@ def test_non_finite_weights_are_rejected(tmp_path, bad):
     floats = _floats(path)
     floats[50000] = bad                      # inside gru0.W (from float 48256)
     floats.tofile(path)
+    with pytest.raises(UserError, match="is damaged: its bytes do not match m.bin.sha256"):
+        ckpt.load(path)
+    (tmp_path / "m.bin.sha256").unlink()     # a file from elsewhere, without gcpipe's sidecar
     with pytest.raises(UserError, match="holds 1 NaN/inf value\\(s\\) in tensor gru0.W"):
         ckpt.load(path)
 

@@ -285,7 +285,7 @@ def test_checkpoint_cadence_names_layouts_and_noop_rerun(tmp_path):
     config = _tiny(total_timesteps=10 * 2 * 16 * 5, eval_interval=4, eval_games=8)   # 5 epochs
     out = train("tiny", config, tmp_path / "tiny", echo=lambda line: None)
     steps_per_epoch = 10 * 2 * 16
-    names = sorted(p.name for p in (out / "checkpoints").iterdir())
+    names = sorted(p.name for p in (out / "checkpoints").glob("*.bin"))
     assert names == [checkpoint_name(e * steps_per_epoch) for e in (2, 4, 5)]
     assert names[0] == "0000000000000640.bin"
     assert all((out / "checkpoints" / n).stat().st_size == 586_240 for n in names)
@@ -307,7 +307,7 @@ def test_legacy_baseline_run_writes_the_legacy_layout(tmp_path):
                               minibatch_size=64, total_timesteps=8 * 16 * 2, checkpoint_interval=1))
     out = train("baseline", config, tmp_path / "baseline", echo=lambda line: None)
     assert (out / "final.bin").stat().st_size == 587_264
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [checkpoint_name(128), checkpoint_name(256)]
+    assert sorted(p.name for p in (out / "checkpoints").glob("*.bin")) == [checkpoint_name(128), checkpoint_name(256)]
 
 
 def test_resumed_run_matches_an_uninterrupted_one(tmp_path):

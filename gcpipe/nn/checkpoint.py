@@ -16,13 +16,16 @@ import numpy as np
 import torch
 
 from gcpipe.errors import UserError
-from gcpipe.io import atomic_write_bytes
+from gcpipe.io import checksum_path, checksum_problem, write_checked
 from gcpipe.engine import NUM_ACTIONS, OBS_SIZE
 from gcpipe.nn.model import MinGRUPolicy
 
 HIDDEN, LAYERS = 128, 2
 _FLOAT = np.dtype("<f4")
 _DEC_BIAS_PAD = 7
+# No trained network comes near this (|w| of trained 5c nets stays below 10); a file that does
+# is most likely not a checkpoint, and its float32 sums overflow.
+ABSURD_WEIGHT = 1e4
 
 # (name, shape) in file order for each layout.
 _TENSORS: dict[str, list[tuple[str, tuple[int, ...]]]] = {
@@ -41,7 +44,8 @@ _ACCEPTED = ", ".join(f"{size} ({name})" for name, size in LAYOUTS.items())
 
 
 class CheckpointWarning(UserWarning):
-    """A conversion that drops something the target layout cannot hold (the value head)."""
+    """A conversion that drops something the target layout cannot hold (the value head), or
+    weights of a magnitude no trained network has."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,10 @@ def load(path, expected_sha256: str | None = None) -> Checkpoint:
     data = _read_bytes(path)
     # The layout comes from the bytes actually read, in case the file changed since the stat.
     layout = _layout_of_size(len(data), path)
+    if checksum_path(path).exists():   # written by gcpipe: verify what it recorded
+        problem = checksum_problem(path, data)
+        if problem:
+            raise UserError(f"checkpoint {path} is damaged: {problem}")
     sha256 = hashlib.sha256(data).hexdigest()
     if expected_sha256 is not None and sha256 != expected_sha256.lower():
         raise UserError(f"checkpoint {path} has SHA-256 {sha256}, expected {expected_sha256.lower()}")
@@ -93,6 +101,11 @@ def load(path, expected_sha256: str | None = None) -> Checkpoint:
         bad = int(np.count_nonzero(~np.isfinite(array)))
         if bad:
             raise UserError(f"checkpoint {path} holds {bad} NaN/inf value(s) in tensor {name}")
+        largest = float(np.abs(array).max(initial=0.0))
+        if largest > ABSURD_WEIGHT:
+            warnings.warn(f"checkpoint {path}: tensor {name} holds a weight of magnitude {largest:.3g}; trained "
+                          f"networks stay far below {ABSURD_WEIGHT:g} (sums of such weights overflow float32): "
+                          f"is this a checkpoint?", CheckpointWarning, stacklevel=2)
     model = MinGRUPolicy(HIDDEN, LAYERS, OBS_SIZE, NUM_ACTIONS, bias=layout != "5c")
     _fill(model, arrays)
     model.eval()
@@ -101,14 +114,15 @@ def load(path, expected_sha256: str | None = None) -> Checkpoint:
 
 
 def save(model: MinGRUPolicy, path, layout: str) -> None:
-    """Writes `model` in `layout` atomically (temp file + os.replace).  Refuses (UserError) to drop
+    """Writes `model` in `layout` atomically (temp file + os.replace), with its SHA-256 sidecar
+    (PATH.sha256; the file itself stays the raw layout).  Refuses (UserError) to drop
     nonzero biases into the bias-free 5c layout; warns (CheckpointWarning) when writing legacy
     drops a nonzero value head."""
     layout = _check_layout(layout)
     if (model.hidden, model.layers, model.obs_size, model.num_actions) != (HIDDEN, LAYERS, OBS_SIZE, NUM_ACTIONS):
         raise UserError(f"checkpoint layouts hold H={HIDDEN}, L={LAYERS} networks; this model has "
                         f"H={model.hidden}, L={model.layers}")
-    atomic_write_bytes(path, to_bytes(model, layout))
+    write_checked(path, to_bytes(model, layout))
 
 
 def to_bytes(model: MinGRUPolicy, layout: str) -> bytes:

@@ -140,6 +140,19 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
+# Settings that cannot change a run's weights (checkpoints, final.bin): evaluation plays its own
+# games on a copy of the weights with its own seeds and touches no training stream (a test
+# trains with and without it and compares the bytes), and max_epochs only says where a run
+# stops.  Changing them neither retrains a finished run nor restarts a stopped one.
+# checkpoint_interval is not among them: PPO's opponent pool takes its snapshots at checkpoints.
+RESULT_NEUTRAL_SETTINGS = ("eval_interval", "eval_games", "max_epochs")
+
+
+def result_settings(settings: dict) -> dict:
+    """The settings of a run that its weights depend on (all but RESULT_NEUTRAL_SETTINGS)."""
+    return {key: value for key, value in settings.items() if key not in RESULT_NEUTRAL_SETTINGS}
+
+
 def make_config(settings: dict | None = None, where: str = "run config") -> TrainConfig:
     """A TrainConfig from a mapping of settings (the schema's defaults for the rest); UserError
     naming `where` and the key for any unknown key or bad value."""

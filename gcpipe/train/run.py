@@ -8,12 +8,21 @@ Resume: state.pt is written (atomically) at every checkpoint.  Training a run wh
 a state of the same settings reloads it, cuts metrics.csv back to the rows written before it and
 replays the epochs since, which — with the same config, seeds and thread count — gives the same
 bytes as a run that was never stopped; so rerunning a killed `gcpipe train` (or its Snakemake
-job) continues it.  Changed settings or another init checkpoint, or `restart=True`, start the run
-over.
+job) continues it.  Changed settings (other than RESULT_NEUTRAL_SETTINGS) or another init
+checkpoint, or `restart=True`, start the run over.
+
+Safety: the trainer holds an exclusive lock on the run folder (a second trainer of the same
+folder is refused with the holder's PID) and removes temp files of killed writes.  state.pt,
+every checkpoint and final.bin get a SHA-256 sidecar (FILE.sha256) and are verified when read;
+the state before the newest is kept as state.prev.pt, so a damaged state.pt falls back to it.
+A folder whose state cannot be trusted (no good state, a missing config.json or metrics.csv,
+metrics.csv other than the state recorded) stops with one line saying what `--restart` would
+discard: checkpoints are never deleted without being asked.
 """
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -29,21 +38,21 @@ from gcpipe import paths
 from gcpipe.engine import COIN, GUERRILLA
 from gcpipe.engine.vecenv import LOG_FIELDS
 from gcpipe.errors import UserError
-from gcpipe.io import atomic_write_bytes, atomic_write_json
+from gcpipe.io import (atomic_write_json, checksum_path, checksum_problem, keep_previous, locked_folder,
+                       remove_stale_temps, write_checked)
 from gcpipe.nn import checkpoint
 from gcpipe.progress import Meter
-from gcpipe.train.config import TrainConfig
+from gcpipe.train.config import TrainConfig, result_settings
 from gcpipe.train.evaluate import win_rate
 from gcpipe.train.expert import LOG_FIELDS as EXPERT_LOG_FIELDS
 from gcpipe.train.ppo import PPO
 
 STATE_FILE = "state.pt"
+PREVIOUS_STATE_FILE = "state.prev.pt"
 METRIC_FIELDS = (["epoch", "global_step", "wall_time", "sps", "rollout_seconds", "update_seconds",
                   "learning_rate", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
                   "explained_variance", "target_entropy"]
                  + list(LOG_FIELDS) + list(EXPERT_LOG_FIELDS) + ["eval_win_rate_as_guerrilla", "eval_win_rate_as_coin"])
-# Settings that change when a run stops, not what it computes: a resumed run may differ in them.
-_STOP_SETTINGS = ("max_epochs",)
 
 
 def checkpoint_name(global_step: int) -> str:
@@ -73,19 +82,33 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
               "derived": {"num_agents": config.num_agents, "steps_per_epoch": config.steps_per_epoch,
                           "total_epochs": config.total_epochs,
                           "init_sha256": init_checkpoint.sha256 if init_checkpoint else None}}
-    previous = _read_json(out / "config.json")
-    same_config = previous is not None and _comparable(previous) == _comparable(record)
-    if (out / "final.bin").exists() and same_config and not restart:
-        say(f"{run}: already trained ({out / 'final.bin'}), nothing to do")
-        return out
+    with locked_folder(out, "run folder"):
+        for folder in (out, out / "checkpoints"):
+            remove_stale_temps(folder)
+        previous = _read_json(out / "config.json")
+        if previous is None and _saved_files(out) and not restart:
+            raise UserError(f"run folder {out} holds {_describe(_saved_files(out))} but no readable config.json, so "
+                            f"they cannot be matched to these settings; `gcpipe train {run} --restart` would discard "
+                            f"them and start over")
+        same_config = previous is not None and _comparable(previous) == _comparable(record)
+        final = out / "final.bin"
+        if final.exists() and same_config and not restart:
+            problem = _checkpoint_problem(final)
+            if problem is None:
+                say(f"{run}: already trained ({final}), nothing to do")
+                return out
+            say(f"{run}: {final} is unusable ({problem}); writing it again from the saved state")
+        if previous is not None and not same_config and not restart and _saved_files(out):
+            say(f"{run}: the settings differ from the run in {out} ({_differences(previous, record)}); starting "
+                f"over, which discards {_describe(_saved_files(out))}")
 
-    trainer = _trainer(config, init_checkpoint)
-    try:
-        elapsed_before = _open_run(run, out, trainer, resume=same_config and not restart, say=say)
-        atomic_write_json(out / "config.json", record)
-        _epochs(run, trainer, out, elapsed_before, echo)
-    finally:
-        trainer.close()
+        trainer = _trainer(config, init_checkpoint)
+        try:
+            elapsed_before = _open_run(run, out, trainer, resume=same_config and not restart, say=say)
+            atomic_write_json(out / "config.json", record)
+            _epochs(run, trainer, out, elapsed_before, echo)
+        finally:
+            trainer.close()
     return out
 
 
@@ -99,24 +122,87 @@ def _trainer(config: TrainConfig, init: checkpoint.Checkpoint | None):
 
 
 def _open_run(run: str, out: Path, trainer, resume: bool, say) -> float:
-    """Continues the run from its saved state when `resume` and one is there (metrics.csv cut back
-    to the rows written before it), else clears the folder for a new run.  Returns the wall time
+    """Continues the run from its newest good saved state when `resume` (metrics.csv cut back to
+    the rows written before it), else clears the folder for a new run.  Returns the wall time
     the run had used before."""
     metrics = out / "metrics.csv"
-    if resume and (out / STATE_FILE).exists() and metrics.exists():
-        state = torch.load(out / STATE_FILE, weights_only=False)
-        trainer.load_state_dict(state["ppo"])
-        with open(metrics, "r+b") as handle:
-            handle.truncate(state["metrics_bytes"])
-        say(f"{run}: continuing from its saved state at step {trainer.global_step:,}")
-        return state["wall_time"]
-    for stale in [out / "final.bin", out / STATE_FILE, metrics]:
-        stale.unlink(missing_ok=True)
+    if resume:
+        state = _good_state(run, out, say)
+        if state is not None:
+            trainer.load_state_dict(state["ppo"])
+            with open(metrics, "r+b") as handle:
+                handle.truncate(state["metrics_bytes"])
+            say(f"{run}: continuing from its saved state at step {trainer.global_step:,}")
+            return state["wall_time"]
+        if _checkpoints(out):
+            raise UserError(f"run folder {out} has {_describe(_saved_files(out))} but no saved state to continue "
+                            f"from; `gcpipe train {run} --restart` would discard them and start over")
+    for stale in [out / "final.bin", out / STATE_FILE, out / PREVIOUS_STATE_FILE, metrics]:
+        for path in (stale, checksum_path(stale)):
+            path.unlink(missing_ok=True)
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     (out / "checkpoints").mkdir(parents=True)
     with open(metrics, "w", newline="") as handle:
         csv.writer(handle).writerow(METRIC_FIELDS)
     return 0.0
+
+
+def _good_state(run: str, out: Path, say) -> dict | None:
+    """The newest saved state that verifies and fits metrics.csv: state.pt, else the one before
+    it.  None when the folder holds no state at all; UserError when it holds only bad ones."""
+    metrics = out / "metrics.csv"
+    problems = []
+    for name in (STATE_FILE, PREVIOUS_STATE_FILE):
+        path = out / name
+        if not path.exists():
+            continue
+        state, problem = _read_state(path, metrics)
+        if state is not None:
+            if problems:
+                say(f"{run}: {'; '.join(problems)}; using {name}, the state before it")
+            return state
+        problems.append(f"{name} is unusable: {problem}")
+    if not problems:
+        return None
+    raise UserError(f"run folder {out}: {'; '.join(problems)}; `gcpipe train {run} --restart` would discard "
+                    f"{_describe(_saved_files(out))} and start over")
+
+
+def _read_state(path: Path, metrics: Path) -> tuple[dict | None, str | None]:
+    """A saved state and None, or None and why it cannot be used."""
+    data = path.read_bytes()
+    # A state without a sidecar was written before gcpipe kept them: read it unverified.
+    problem = checksum_problem(path, data) if checksum_path(path).exists() else None
+    if problem:
+        return None, problem
+    try:
+        state = torch.load(io.BytesIO(data), weights_only=False)
+    except Exception as error:   # a verified file that torch cannot read: another torch's pickle
+        return None, f"torch cannot read it ({type(error).__name__})"
+    try:
+        prefix = metrics.read_bytes()[:state["metrics_bytes"]]
+    except FileNotFoundError:
+        return None, "metrics.csv, whose rows it continues, is missing"
+    if len(prefix) < state["metrics_bytes"] or hashlib.sha256(prefix).hexdigest() != state.get(
+            "metrics_sha256", hashlib.sha256(prefix).hexdigest()):
+        return None, "metrics.csv no longer holds the rows written before it (cut short or edited)"
+    return state, None
+
+
+def _checkpoints(out: Path) -> list[Path]:
+    return sorted((out / "checkpoints").glob("*.bin"))
+
+
+def _saved_files(out: Path) -> list[Path]:
+    """What a run has saved in its folder that starting over would delete."""
+    return [*_checkpoints(out), *(path for path in (out / "final.bin", out / STATE_FILE, out / PREVIOUS_STATE_FILE)
+                                  if path.exists())]
+
+
+def _describe(files: list[Path]) -> str:
+    checkpoints = sum(path.parent.name == "checkpoints" for path in files)
+    others = [path.name for path in files if path.parent.name != "checkpoints"]
+    return ", ".join([f"{checkpoints} checkpoint(s)"] * bool(checkpoints) + others) or "nothing"
 
 
 def _epochs(run: str, trainer, out: Path, elapsed_before: float, echo) -> None:
@@ -161,12 +247,15 @@ def _progress(row: dict) -> str:
 
 
 def _save_state(trainer, out: Path, wall_time: float) -> None:
-    """state.pt: everything a rerun needs to continue exactly (written atomically)."""
-    state = {"ppo": trainer.state_dict(), "wall_time": wall_time,
-             "metrics_bytes": (out / "metrics.csv").stat().st_size}
+    """state.pt: everything a rerun needs to continue exactly, with the length and digest of the
+    metrics rows it continues (written atomically, checksummed; the state before it is kept)."""
+    metrics = (out / "metrics.csv").read_bytes()
+    state = {"ppo": trainer.state_dict(), "wall_time": wall_time, "metrics_bytes": len(metrics),
+             "metrics_sha256": hashlib.sha256(metrics).hexdigest()}
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    atomic_write_bytes(out / STATE_FILE, buffer.getvalue())
+    keep_previous(out / STATE_FILE, out / PREVIOUS_STATE_FILE)
+    write_checked(out / STATE_FILE, buffer.getvalue())
 
 
 def _evaluate(trainer, config: TrainConfig) -> dict[str, float]:
@@ -193,16 +282,34 @@ def _append_row(path: Path, row: dict) -> None:
         csv.writer(handle).writerow([text(row.get(k, math.nan)) for k in METRIC_FIELDS])
 
 
-def _read_json(path: Path):
+def _checkpoint_problem(path: Path) -> str | None:
+    """Why the checkpoint at `path` cannot be played (size, checksum sidecar, NaNs), or None."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        checkpoint.load(path)
+    except UserError as error:
+        return str(error)
+    return None
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return record if isinstance(record, dict) else None
 
 
 def _comparable(record: dict) -> dict:
-    settings = {k: v for k, v in record.get("config", {}).items() if k not in _STOP_SETTINGS}
-    return {"run": record.get("run"), "config": settings, "init": record.get("derived", {}).get("init_sha256")}
+    return {"run": record.get("run"), "config": result_settings(record.get("config", {})),
+            "init": record.get("derived", {}).get("init_sha256")}
+
+
+def _differences(previous: dict, record: dict) -> str:
+    before, now = _comparable(previous), _comparable(record)
+    keys = sorted(key for key in set(before["config"]) | set(now["config"])
+                  if before["config"].get(key) != now["config"].get(key))
+    return ", ".join(keys + ["the init checkpoint"] * (before["init"] != now["init"]) +
+                     ["the run name"] * (before["run"] != now["run"])) or "settings"
 
 
 def _stderr(line: str) -> None:
