@@ -6,8 +6,10 @@ field (large cells in game-index shards, merged), fit the side-specific Elo tabl
     snakemake --report results/report.html              # after a run: tables, plots, curves, games
 
 Each rule runs one `gcpipe` subcommand. Every job reads the resolved config (defaults filled
-in) from results/config.yaml; each rule's `params` carry exactly the settings its job depends
-on, so a config change reruns only the jobs it concerns.
+in) of the invocation that planned it, results/config/<digest>.yaml (content-addressed, so
+another invocation cannot change it under a running job; a dry run writes nothing); each
+rule's `params` carry exactly the settings its job depends on, so a config change reruns only
+the jobs it concerns.  Jobs stop when this Snakemake process dies (GCPIPE_LAUNCHER_PID).
 """
 import json
 import os
@@ -17,15 +19,17 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from gcpipe import paths
-from gcpipe.config import config_text, validate_config
+from gcpipe.config import config_text, read_config_file, validate_config
 from gcpipe.elo import ORDO_FILES, OUTPUT_FILES
 from gcpipe.engine.build import CSRC
 from gcpipe.errors import UserError
+from gcpipe.lifetime import LAUNCHER_ENV
 from gcpipe.match.pool import usable_cores
 from gcpipe.match.viewer import VIEW_FILES
 from gcpipe.players import roster_positions
 from gcpipe.schema import NAME_PATTERN
-from gcpipe.workflow import check_pipeline, checkpoint_of, match_plan, shards, write_if_changed
+from gcpipe.train.config import result_settings
+from gcpipe.workflow import check_pipeline, check_results_folder, checkpoint_of, match_plan, prepare_results, resolved_config, shards
 
 
 # The default config sits beside this Snakefile (so `--directory` can put results/ anywhere).
@@ -44,6 +48,9 @@ envvars:
 # venv) even when that venv is not activated; under --use-conda the env's own comes first.
 if (Path(sys.executable).parent / "gcpipe").exists():
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+# Jobs watch the process that runs them (this one; in a cluster job, the job's own Snakemake) and
+# stop when it is gone, rather than write on as orphans next to a rerun (gcpipe/lifetime.py).
+os.environ[LAUNCHER_ENV] = str(os.getpid())
 
 
 # `--cores` is a budget, not the machine: `snakemake --cores 8` on a 2-core laptop would run four
@@ -64,12 +71,31 @@ report: "report/workflow.rst"
 # Bad config or inputs stop the workflow here, before the DAG is built or any job starts.
 CONFIG_SOURCE = ", ".join(map(str, workflow.overwrite_configfiles or workflow.configfiles)) or "--config"
 try:
+    for path in workflow.overwrite_configfiles or workflow.configfiles:
+        read_config_file(path)   # what Snakemake's YAML reader lets through: a key given twice
     validate_config(config, source=CONFIG_SOURCE)
-    check_pipeline(config, paths.RESULTS, source=CONFIG_SOURCE)
+    check_pipeline(config, source=CONFIG_SOURCE)
+    check_results_folder(paths.RESULTS)
 except UserError as error:
     raise WorkflowError(f"gcpipe: error: {error}") from None
 
-CONFIG = str(write_if_changed(paths.RESOLVED_CONFIG, config_text(config)))
+# Not a rule's output or a job's input: a new file would be newer than every output and rerun
+# them all.  Nor a param, which would rerun every job on any config change: jobs get its path
+# in their environment (this process's, inherited by the jobs it starts; a cluster job's own
+# Snakemake resolves the same config to the same file), and their params carry the settings
+# they depend on.
+CONFIG_TEXT = config_text(config)
+CONFIG = str(resolved_config(CONFIG_TEXT))
+os.environ.update(GCPIPE_RESOLVED_CONFIG=CONFIG)
+
+
+# Before the first job of a run; never in a dry run, which writes nothing.
+onstart:
+    try:
+        prepare_results(CONFIG_TEXT)
+    except UserError as error:
+        raise WorkflowError(f"gcpipe: error: {error}") from None
+
 BUILD = str(paths.ENGINE_BUILD)
 PLAYERS = config["players"]
 RUNS = list(config["runs"])
@@ -180,8 +206,8 @@ rule train:
         # rerun of a killed training continues from its last saved state.
         str(paths.final_checkpoint("{run}")),
     params:
-        settings=lambda wildcards: json.dumps(config["runs"][wildcards.run], sort_keys=True),
-        config=CONFIG,
+        # Settings that cannot change the weights (evaluation, max_epochs) do not retrain a run.
+        settings=lambda wildcards: json.dumps(result_settings(config["runs"][wildcards.run]), sort_keys=True),
         folder=lambda wildcards, output: str(Path(output[0]).parent),
     conda:
         SOFTWARE
@@ -195,7 +221,7 @@ rule train:
         mem_mb=8000,
         runtime=240,
     shell:
-        "gcpipe train {wildcards.run} --config {params.config} --out {params.folder} --threads {threads} > {log} 2>&1"
+        "gcpipe train {wildcards.run} --config $GCPIPE_RESOLVED_CONFIG --out {params.folder} --threads {threads} > {log} 2>&1"
 
 
 rule match:
@@ -213,7 +239,6 @@ rule match:
         # reads both from the config (the roster positions by the same rule, roster_positions).
         players=lambda wildcards: json.dumps([PLAYERS[wildcards.guerrilla], PLAYERS[wildcards.coin]], sort_keys=True),
         roster=lambda wildcards: [ROSTER[wildcards.guerrilla], ROSTER[wildcards.coin]],
-        config=CONFIG,
     conda:
         SOFTWARE
     log:
@@ -226,7 +251,7 @@ rule match:
         mem_mb=2000,
         runtime=120,
     shell:
-        "gcpipe match {wildcards.guerrilla} {wildcards.coin} --config {params.config}"
+        "gcpipe match {wildcards.guerrilla} {wildcards.coin} --config $GCPIPE_RESOLVED_CONFIG"
         " --first-game {wildcards.first} --games {wildcards.games} --workers {threads} --out {params.ledger} > {log} 2>&1"
 
 
@@ -330,15 +355,17 @@ rule report:
 
 rule provenance:
     input:
-        config=CONFIG,
         build=BUILD,
         artifacts=[*field_checkpoints(), *ELO_OUTPUTS],
     output:
         report(str(paths.PROVENANCE), caption="report/provenance.rst", category="Provenance"),
+    params:
+        # The record names the config: a new one (another digest) rewrites it.
+        config=CONFIG,
     conda:
         SOFTWARE
     log:
         str(LOGS / "provenance.log"),
     shell:
-        "gcpipe provenance --config {input.config} --build {input.build} --out {output}"
+        "gcpipe provenance --config {params.config} --build {input.build} --out {output}"
         " {input.artifacts} > {log} 2>&1"

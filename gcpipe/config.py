@@ -7,15 +7,16 @@ it here, so all accept and reject the same configs.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import yaml
 
 from gcpipe.errors import UserError
 from gcpipe.players import CHECKPOINT_KINDS, PlayerBook, player_schema, roster_positions
-from gcpipe.schema import check, load_schema
+from gcpipe.schema import ROSTER_POSITIONS, check, load_schema
 from gcpipe.train.config import TrainConfig, make_config, run_schema
-from gcpipe.workflow import match_plan
+from gcpipe.workflow import MAX_SHARDS_PER_CELL, match_plan
 
 
 def config_schema() -> dict:
@@ -88,9 +89,17 @@ def _check_cross_references(config: dict) -> None:
         if name not in cells:
             raise UserError(f"report.games[{index}]: {name!r} is not a cell of the match plan "
                             f"(cells are GUERRILLA__COIN of field players, e.g. {cells[0]})")
+    for cell in match_plan(config):
+        count = math.ceil(cell.games / matches["shard_size"])
+        if count > MAX_SHARDS_PER_CELL:
+            raise UserError(f"matches: cell {cell.name} would be {count:,} shards of {matches['shard_size']:,} games "
+                            f"(at most {MAX_SHARDS_PER_CELL:,} jobs a cell); raise matches.shard_size")
     roster = roster_positions(players)
     holder: dict[int, str] = {}
     for name in matches["field"]:
+        if roster[name] >= ROSTER_POSITIONS:
+            raise UserError(f"players.{name}: its roster position is {roster[name]} (its place in `players`), but "
+                            f"positions are 0..{ROSTER_POSITIONS - 1}; give it a free `roster`")
         if roster[name] in holder:
             raise UserError(f"players {holder[roster[name]]} and {name} share roster position "
                             f"{roster[name]}, so their cells would replay the same seeds; give one "
@@ -98,18 +107,48 @@ def _check_cross_references(config: dict) -> None:
         holder[roster[name]] = name
 
 
-def load_config(path) -> dict:
-    """Read, validate and fill in the pipeline config at `path` (see validate_config)."""
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key, mark):
+        super().__init__()
+        self.key, self.line = key, mark.line + 1
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML forbids it; PyYAML
+    would silently keep the last value)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                if key in seen:
+                    raise _DuplicateKey(key, key_node.start_mark)
+                seen.add(key)
+            except TypeError:   # an unhashable key: the base constructor reports it
+                pass
+        return super().construct_mapping(node, deep)
+
+
+def read_config_file(path):
+    """The YAML document of the config file at `path`, not yet validated."""
     path = Path(path)
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
     except FileNotFoundError:
         raise UserError(f"config {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as error:
         raise UserError(f"cannot read config {path}: {error}") from None
+    except _DuplicateKey as error:
+        raise UserError(f"config {path}:{error.line}: key {error.key!r} is given twice in one mapping "
+                        f"(YAML would keep only the last value); remove one") from None
     except yaml.YAMLError as error:
         raise UserError(f"config {path} is not valid YAML: {' '.join(str(error).split())}") from None
-    return validate_config(document, source=str(path))
+
+
+def load_config(path) -> dict:
+    """Read, validate and fill in the pipeline config at `path` (see validate_config)."""
+    return validate_config(read_config_file(path), source=str(path))
 
 
 def run_config(path, run: str) -> TrainConfig:

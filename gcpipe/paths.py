@@ -5,7 +5,6 @@ import re
 from pathlib import Path
 
 RESULTS = Path("results")
-RESOLVED_CONFIG = RESULTS / "config.yaml"      # the config every job reads, defaults filled in
 ENGINE_BUILD = RESULTS / "engine" / "build.json"
 PROVENANCE = RESULTS / "provenance.json"
 RUNS = RESULTS / "runs"
@@ -15,6 +14,12 @@ ELO = RESULTS / "elo"
 GAMES = RESULTS / "games"
 LOGS = RESULTS / "logs"
 BENCHMARKS = RESULTS / "benchmarks"
+
+
+def resolved_config(digest: str) -> Path:
+    """The resolved config (defaults filled in) whose text has this digest: the file every job of
+    the runs that resolved it reads (see gcpipe.workflow.resolved_config)."""
+    return RESULTS / "config" / f"{digest}.yaml"
 
 
 def run_dir(run: str) -> Path:

@@ -34,6 +34,9 @@ def load_schema() -> dict:
 
 # Names end up in file names (G__C.jsonl) and Snakemake wildcards, so "__" and path characters are out.
 NAME_PATTERN = _schema()["$defs"]["name"]["pattern"]
+# rules.md §8 combines two roster positions as a*16 + b: positions 0..15, or two pairs would share seeds.
+ROSTER_POSITIONS = _schema()["$defs"]["roster"]["maximum"] + 1
+assert ROSTER_POSITIONS == 16
 
 
 def _extend_with_defaults(validator_class):

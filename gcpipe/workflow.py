@@ -1,8 +1,13 @@
 """What the Snakefile plans from a validated config: the cells of the match field, their
 game-index shards, the checks on disk before any job starts, and the resolved config file.
-The Snakefile only wires these into rules."""
+The Snakefile only wires these into rules.
+
+The resolved config is content-addressed, results/config/<digest>.yaml, and each job is given
+the file of the run that planned it: a later invocation with another config writes another
+file, so it can never change what a running pipeline's jobs read.  A dry run writes nothing."""
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
@@ -12,6 +17,11 @@ from gcpipe import paths
 from gcpipe.errors import UserError
 from gcpipe.io import atomic_write_text
 from gcpipe.players import CHECKPOINT_KINDS, define
+
+
+# A bound on the jobs of one cell (checked with the config), so a typo in `games` or
+# `shard_size` cannot plan millions of jobs.
+MAX_SHARDS_PER_CELL = 10_000
 
 
 @dataclass(frozen=True)
@@ -50,12 +60,11 @@ def checkpoint_of(player: dict) -> list[str]:
     return [str(paths.final_checkpoint(player["run"]) if "run" in player else player["path"])]
 
 
-def check_pipeline(config: dict, results=paths.RESULTS, source: str = "config") -> None:
-    """What the workflow checks on disk before any job starts: the results folder can be
-    written, every run's settings produce a final.bin, and the field's players that need no
-    training are playable (checkpoint files named by `path` exist, have a known layout, hold
-    finite weights and match their `sha256`). `source` names the config file in messages."""
-    _check_writable(Path(results))
+def check_pipeline(config: dict, source: str = "config") -> None:
+    """What the workflow checks, reading only, when it is planned: every run's settings produce
+    a final.bin, and the field's players that need no training are playable (checkpoint files
+    named by `path` exist, have a known layout, hold finite weights and match their `sha256`).
+    `source` names the config file in messages."""
     for run, settings in config["runs"].items():
         if settings.get("max_epochs", 0):
             raise UserError(f"{source}: runs.{run}.max_epochs stops training before final.bin is "
@@ -64,6 +73,30 @@ def check_pipeline(config: dict, results=paths.RESULTS, source: str = "config") 
         entry = config["players"][name]
         if "run" not in entry:   # a run's final.bin is the pipeline's to make
             define(name, entry, where=f"{source}: players.{name}")
+
+
+def check_results_folder(results=paths.RESULTS) -> None:
+    """Whether the results folder could be made and written, judged without writing (the checks
+    while planning run in a dry run too): its nearest existing folder must be writable.
+    prepare_results probes it for real (access() says yes to root on read-only mounts)."""
+    results = Path(results).absolute()
+    existing = next(folder for folder in (results, *results.parents) if folder.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"results folder {results}/ is not writable: {existing} is not a writable folder")
+
+
+def prepare_results(config_text: str, results=paths.RESULTS) -> Path:
+    """What a run does once it has been planned, before its first job (the Snakefile's onstart,
+    which a dry run skips, so a dry run writes nothing): check that the results folder can be
+    written and write the resolved config its jobs read.  Returns the config's path."""
+    _check_writable(Path(results))
+    path = resolved_config(config_text)
+    if not path.exists():   # content-addressed: an existing file already holds these bytes
+        try:
+            atomic_write_text(path, config_text)
+        except OSError as error:
+            raise UserError(f"cannot write the resolved config {path}: {error.strerror or error}") from None
+    return path
 
 
 def _check_writable(folder: Path) -> None:
@@ -78,14 +111,6 @@ def _check_writable(folder: Path) -> None:
                         f"{error.strerror or error}") from None
 
 
-def write_if_changed(path, text: str) -> Path:
-    """Write `text` to `path` (atomically) only when it differs, so the file's mtime changes
-    only when its content does and Snakemake reruns only what the change concerns."""
-    path = Path(path)
-    try:
-        unchanged = path.read_text(encoding="utf-8") == text
-    except OSError:
-        unchanged = False
-    if not unchanged:
-        atomic_write_text(path, text)
-    return path
+def resolved_config(text: str) -> Path:
+    """The content-addressed file of the resolved config `text`: results/config/<digest>.yaml."""
+    return paths.resolved_config(hashlib.sha256(text.encode("utf-8")).hexdigest()[:16])

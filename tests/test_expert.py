@@ -182,7 +182,7 @@ def test_the_search_learns_in_a_ci_sized_run(tmp_path):
     train("ci", config, tmp_path / "ci")
     wins = {}
     for name, path in (("fresh", tmp_path / "fresh.bin"), ("trained", tmp_path / "ci" / "final.bin")):
-        result = match(f"{name}=search:{path}:16@20", "random@21", 200, out=tmp_path / f"{name}.jsonl", workers=1,
+        result = match(f"{name}=search:{path}:16", "random", 200, out=tmp_path / f"{name}.jsonl", workers=1,
                        progress=False)
         wins[name] = result.summary["guerrilla_wins"]
     assert wins["trained"] >= 80 and wins["trained"] >= 3 * wins["fresh"], wins

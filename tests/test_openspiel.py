@@ -69,7 +69,7 @@ def test_openspiel_player_without_the_extra_is_one_line(without_openspiel, tmp_p
     assert not (tmp_path / "x.jsonl").exists()
     config = validate_config({"players": {"r": {"kind": "random"}, "os": {"kind": "openspiel"}}})
     with pytest.raises(UserError) as caught:
-        check_pipeline(config, tmp_path / "results", source="my.yaml")
+        check_pipeline(config, source="my.yaml")
     assert str(caught.value) == f"my.yaml: players.os: {INSTALL_LINE}"
     with pytest.raises(ImportError, match="pip install 'gcpipe\\[openspiel\\]'"):
         import gcpipe.openspiel  # noqa: F401

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gcpipe.config import load_config, validate_config
+from gcpipe.config import config_text, load_config, validate_config
 from gcpipe.errors import UserError
 from gcpipe.players import roster_positions
 from gcpipe.schema import SCHEMA_PATH
-from gcpipe.workflow import Cell, check_pipeline, match_plan, shards
+from gcpipe.workflow import Cell, check_pipeline, check_results_folder, match_plan, prepare_results, shards
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "config"
@@ -241,39 +241,43 @@ def test_unwritable_results_folder_stops_the_pipeline(tmp_path):
     blocker = tmp_path / "results"
     blocker.write_text("a file where the results folder should be")
     with pytest.raises(UserError, match=r"^results folder .*results/ is not writable: "):
-        check_pipeline(validate_config(small_config()), blocker)
+        prepare_results(config_text(validate_config(small_config())), blocker)
+    # The check while planning (dry runs too) writes nothing and says the same.
+    with pytest.raises(UserError, match=rf"^results folder {blocker}/ is not writable: {blocker} is not a writable folder"):
+        check_results_folder(blocker)
+    assert sorted(os.listdir(tmp_path)) == ["results"]
 
 
 def test_net_player_file_is_checked_before_the_pipeline(tmp_path):
     config = validate_config({"players": {"r": {"kind": "random"},
                                           "p": {"kind": "net", "path": str(tmp_path / "missing.bin")}}})
     with pytest.raises(UserError, match=r"^config: players\.p: checkpoint .*missing\.bin does not exist$"):
-        check_pipeline(config, tmp_path / "results")
+        check_pipeline(config)
     wrong_size = tmp_path / "wrong.bin"
     wrong_size.write_bytes(b"\0" * 1000)
     config["players"]["p"]["path"] = str(wrong_size)
     with pytest.raises(UserError, match=r"^config: players\.p: checkpoint .*wrong\.bin has 1000 bytes, which is no known layout"):
-        check_pipeline(config, tmp_path / "results")
+        check_pipeline(config)
 
 
 def test_search_player_file_is_checked_before_the_pipeline(tmp_path):
     config = validate_config({"players": {"r": {"kind": "random"},
                                           "s": {"kind": "search", "path": str(tmp_path / "missing.bin")}}})
     with pytest.raises(UserError, match=r"^config: players\.s: checkpoint .*missing\.bin does not exist$"):
-        check_pipeline(config, tmp_path / "results")
+        check_pipeline(config)
 
 
 def test_net_player_outside_the_field_is_not_checked(tmp_path):
     config = validate_config({"players": {"r": {"kind": "random"},
                                           "p": {"kind": "net", "path": str(tmp_path / "missing.bin")}},
                               "matches": {"field": ["r"]}})
-    check_pipeline(config, tmp_path / "results")
+    check_pipeline(config)
 
 
 def test_pipeline_rejects_runs_that_stop_before_final_bin(tmp_path):
     config = validate_config(small_config(runs={"r": {"max_epochs": 3}}))
     with pytest.raises(UserError, match=r"^config: runs\.r\.max_epochs stops training before final\.bin"):
-        check_pipeline(config, tmp_path / "results")
+        check_pipeline(config)
 
 
 # --- provenance and training curves ------------------------------------------------------
@@ -380,9 +384,8 @@ def test_dry_run_of_the_default_config(tmp_path):
     # The main job makes everything the report shows: training curves and the game viewer too.
     assert job_counts(result.stdout) == {"build_engine": 1, "match": 36, "train": 3, "merge": 36, "elo": 1,
                                          "provenance": 1, "report": 3, "games": 4, "elo_table": 1}
-    # Jobs read the resolved config: every default filled in.
-    resolved = yaml.safe_load((tmp_path / "results" / "config.yaml").read_text())
-    assert resolved == load_config(CONFIGS / "config.yaml")
+    # A dry run writes nothing (not even the resolved config its jobs would read).
+    assert not (tmp_path / "results").exists()
 
 
 @needs_snakemake

@@ -15,7 +15,7 @@ from gcpipe.players.bots import GreedyPlayer, MctsPlayer, RandomPlayer
 from gcpipe.players.network import NetPlayer
 from gcpipe.players.openspiel import OpenSpielPlayer
 from gcpipe.protocol import RuntimePlayer
-from gcpipe.schema import NAME_PATTERN, check, coerce_numbers, load_schema
+from gcpipe.schema import NAME_PATTERN, ROSTER_POSITIONS, check, coerce_numbers, load_schema
 from gcpipe.search.player import SearchPlayer
 
 # The player kinds, by the name configs and specs use.
@@ -91,6 +91,7 @@ def parse_spec(spec: str) -> Player:
     match = re.fullmatch(r"(.*)@(\d+)", text)
     if match:
         text, roster = match.group(1), int(match.group(2))
+        check_roster(roster, f"player spec {spec!r}: @N")
     kind, colon, args = text.strip().partition(":")
     if kind not in KINDS:
         raise UserError(f"unknown player {spec!r}: not a config player; short specs are "
@@ -168,10 +169,16 @@ class PlayerBook:
             elif same_name.identity != player.identity or same_name.roster != player.roster:
                 raise UserError(f"two different players are both named {player.name!r}; "
                                 f"name one explicitly (NAME=SPEC)")
-        return [player if player.roster is not None else replace(player, roster=index)
-                for index, player in enumerate(players)]
+        players = [player if player.roster is not None else replace(player, roster=index)
+                   for index, player in enumerate(players)]
+        for player in players:
+            check_roster(player.roster, f"the roster position of {player.name} (its place among the players "
+                                        f"unless set with @N or `roster`)")
+        return players
 
 
-def check_roster(value, flag: str) -> None:
-    if value is not None and (not is_int(value) or value < 0):
-        raise UserError(f"{flag} must be an integer >= 0, got {value!r}")
+def check_roster(value, what: str) -> None:
+    """Roster positions are 0..15 (rules.md §8 combines two as a*16 + b)."""
+    if value is not None and (not is_int(value) or not 0 <= value < ROSTER_POSITIONS):
+        raise UserError(f"{what} must be a roster position 0..{ROSTER_POSITIONS - 1} (the seed formula "
+                        f"combines two as a*16 + b), got {value!r}")
