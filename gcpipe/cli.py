@@ -12,13 +12,19 @@ from gcpipe.errors import UserError
 
 class _UserErrorsAsOneLine(TyperGroup):
     """Turns a UserError raised by any subcommand into one line on stderr and exit code 2, and
-    Ctrl-C into one line and exit code 130 (a stopped match or training resumes on a rerun)."""
+    Ctrl-C into one line and exit code 130 (a stopped match or training resumes on a rerun).
+    An OSError that reaches here is a path the user gave that cannot be read or written (a
+    folder under a regular file, /proc, a read-only or full disk): one line too."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except UserError as error:
             typer.echo(f"gcpipe: error: {error}", err=True)
+            raise typer.Exit(2) from None
+        except OSError as error:
+            where = f"{error.filename}: " if error.filename else ""
+            typer.echo(f"gcpipe: error: {where}{error.strerror or error}", err=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             # On a terminal the line starts after the ^C echo (or a progress bar), so end that first.
@@ -40,6 +46,12 @@ def _version(value: bool):
 def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                       help="Print the version and exit.")):
     """Guerrilla Checkers research pipeline."""
+    import warnings
+
+    from gcpipe.lifetime import watch_launcher
+
+    warnings.formatwarning = lambda message, *_, **__: f"gcpipe: warning: {message}\n"
+    watch_launcher()   # a pipeline job stops when the Snakemake process that started it is gone
 
 
 @app.command()

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gcpipe.errors import UserError
+from gcpipe.errors import UserError, is_int
 from gcpipe.match.ledger import read_ledger
 
 # Cell text of the published format; an en dash is accepted too since prose often uses one.
@@ -16,6 +16,9 @@ _CELL = re.compile(r"^\s*(\d+)\s*[-–]\s*(\d+)\s*$")
 _UNPLAYED = ("", "—", "-", "–", "·")
 UNPLAYED_TEXT = "—"
 HEADER_CORNER = "Guerrilla / COIN"
+# More games than any cell could hold (10^12 is years of the fastest cell); beyond it the fit's
+# float sums lose integer precision.
+COUNT_LIMIT = 10**12
 
 
 @dataclass(frozen=True)
@@ -40,9 +43,16 @@ class CrossTable:
         results = {}
         appearance: dict[str, None] = {}  # an ordered set
         for guerrilla, coin, guerrilla_wins, coin_wins in cells:
+            for name in (guerrilla, coin):
+                if not isinstance(name, str) or not name:
+                    raise UserError(f"cell {guerrilla!r} vs {coin!r}: player names must be non-empty text")
             if (guerrilla, coin) in results:
                 raise UserError(f"cell {guerrilla} vs {coin} is given twice")
-            if min(guerrilla_wins, coin_wins) < 0 or guerrilla_wins + coin_wins == 0:
+            for count in (guerrilla_wins, coin_wins):
+                if not is_int(count) or not 0 <= count <= COUNT_LIMIT:
+                    raise UserError(f"cell {guerrilla} vs {coin}: win counts must be whole numbers 0..{COUNT_LIMIT:,}, "
+                                    f"got {count!r}")
+            if guerrilla_wins + coin_wins == 0:
                 raise UserError(f"cell {guerrilla} vs {coin}: win counts must be >= 0 and "
                                 f"not both 0 (got {guerrilla_wins}-{coin_wins})")
             results[(guerrilla, coin)] = (int(guerrilla_wins), int(coin_wins))
@@ -86,7 +96,15 @@ class CrossTable:
             players = list(obj["players"])
         except (KeyError, TypeError) as error:
             raise UserError(f"not a gcpipe cross table (missing {error})") from None
-        return cls.from_cells(cells, order=order or players, player_ids=obj.get("player_ids"))
+        for guerrilla, coin, *_ in cells:
+            for name in (guerrilla, coin):
+                if name not in players:
+                    raise UserError(f"cell {guerrilla} vs {coin}: player {name!r} is not in the table's "
+                                    f"players ({', '.join(map(str, players))})")
+        player_ids = obj.get("player_ids")
+        if player_ids is not None and not isinstance(player_ids, dict):
+            raise UserError("player_ids must be a mapping of player names to identities")
+        return cls.from_cells(cells, order=order or players, player_ids=player_ids)
 
     def markdown(self) -> str:
         """The published format: rows Guerrilla, columns COIN, cells "Gwins-Cwins"."""
@@ -152,12 +170,19 @@ def read_crosstable(path, order=None) -> CrossTable:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise UserError(f"{path}: cannot read cross table ({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise UserError(f"{path}: not UTF-8 text (byte {error.start})") from None
     if path.suffix == ".json":
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as error:
             raise UserError(f"{path}:{error.lineno}: not valid JSON") from None
-        return CrossTable.from_json(obj, order=order)
+        if not isinstance(obj, dict):
+            raise UserError(f"{path}: not a gcpipe cross table (a JSON object with players and cells)")
+        try:
+            return CrossTable.from_json(obj, order=order)
+        except UserError as error:
+            raise UserError(f"{path}: {error}") from None
     return parse_crosstable_markdown(text, source=str(path), order=order)
 
 

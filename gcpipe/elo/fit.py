@@ -36,6 +36,10 @@ CI_METHOD = ("95% Wald interval from the inverse Hessian of the log-likelihood "
              "(half-game priors included), relative to the anchor")
 
 
+# Anchors beyond this make float ratings lose their decimals (and 1e308 overflows): no use.
+ANCHOR_LIMIT = 1e6
+
+
 @dataclass(frozen=True)
 class Anchor:
     """How the free common shift is fixed: the mean of all entries, or one entry, = value."""
@@ -52,6 +56,9 @@ class Anchor:
             value = math.nan
         if not colon or not math.isfinite(value):
             raise UserError(f"bad anchor {spec!r}: expected 'mean:VALUE' or 'PLAYER/SIDE:VALUE'")
+        if abs(value) > ANCHOR_LIMIT:
+            raise UserError(f"bad anchor {spec!r}: the value must be within ±{ANCHOR_LIMIT:g} (ratings are "
+                            f"written as plain numbers; a far-off anchor only loses their precision)")
         if target == "mean":
             return cls(value=value)
         player, slash, side = target.rpartition("/")

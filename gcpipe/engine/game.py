@@ -212,7 +212,7 @@ class Game:
 
     def declare_coin_win(self, reason: str) -> None:
         """Ends a running game by an outside rule ("ply_cap" or "timeout")."""
-        lib.gc_declare_coin_win(self._state, END_REASONS.index(reason))
+        lib.gc_declare_coin_win(self._state, _outside_rule(reason))
 
     def sample_action(self, logits: np.ndarray) -> int:
         """The rules.md §9 draw: softmax over the legal logits, one draw from the game's generator
@@ -244,6 +244,16 @@ class Game:
 
     @classmethod
     def deserialize(cls, text: str) -> "Game":
+        """The game `serialize` wrote; UserError for text that is not one, or an impossible state
+        (a running game whose side to move has no legal action, which the rules end as a stalemate)."""
+        game = cls._parse(text)
+        if not game.is_terminal() and not game.legal_actions():
+            raise UserError("serialized game describes an impossible state (a running game whose side to move "
+                            "has no legal action: the rules end such a game as a stalemate)")
+        return game
+
+    @classmethod
+    def _parse(cls, text: str) -> "Game":
         parts = text.split() if isinstance(text, str) else []
         if len(parts) != 1 + len(_SERIAL_FIELDS) or parts[0] != _SERIAL_PREFIX:
             raise UserError(f"not a serialized game (expected '{_SERIAL_PREFIX}' and {len(_SERIAL_FIELDS)} fields): "
@@ -271,11 +281,13 @@ class Game:
     def from_position(cls, *, stones=(), coins=(), to_move: int = GUERRILLA, stones_placed: int | None = None,
                       chain_coin: int | None = None, seed: int = 0) -> "Game":
         """A hand-built position: stone points, coin squares, the side to move, stones ever placed
-        (default: those on the board) and, for a COIN capture chain, the chaining coin's square."""
+        (default: those on the board) and, for a COIN capture chain, the chaining coin's square.
+        Unlike deserialize it may leave the side to move without a move (positions the rules
+        only pass through, e.g. to test what ends a game)."""
         stone_bits = sum(1 << g for g in stones)
         coin_bits = sum(1 << c for c in coins)
         placed = len(set(stones)) if stones_placed is None else stones_placed
-        return cls.deserialize(f"{_SERIAL_PREFIX} {stone_bits:x} {coin_bits:x} {side_to_c(to_move)} "
+        return cls._parse(f"{_SERIAL_PREFIX} {stone_bits:x} {coin_bits:x} {side_to_c(to_move)} "
                                f"{int(chain_coin is not None)} {-1 if chain_coin is None else chain_coin} "
                                f"{placed} 0 0 0 {_uint32(seed)} 0 0")
 
@@ -305,6 +317,16 @@ class Game:
         lines.append(f"stones placed {s.stones_placed}/{STONE_SUPPLY}, on board {bin(stones).count('1')}, "
                      f"coins {bin(coins).count('1')}; {status}")
         return "\n".join(lines)
+
+
+# The end reasons a caller may declare: the rules end games by themselves for every other reason.
+_OUTSIDE_RULES = ("ply_cap", "timeout")
+
+
+def _outside_rule(reason: str) -> int:
+    if reason not in _OUTSIDE_RULES:
+        raise ValueError(f"a game is ended from outside only by {' or '.join(_OUTSIDE_RULES)}, not {reason!r}")
+    return END_REASONS.index(reason)
 
 
 def _uint32(value: int) -> int:
@@ -412,7 +434,10 @@ class GameBatch:
         (the games before it have moved, it and those after it have not)."""
         idx = self._indices(idx)
         self._observed = None
-        actions = np.ascontiguousarray(actions, dtype=np.int32)
+        given = np.asarray(actions)
+        if given.dtype.kind not in "iu" or (given.size and not -1 <= given.min() <= given.max() < NUM_ACTIONS):
+            raise IllegalActionError(f"actions are integers 0..{NUM_ACTIONS - 1}, got {given!r}")
+        actions = np.ascontiguousarray(given, dtype=np.int32)
         if actions.shape != idx.shape:
             raise ValueError(f"one action per game: {len(idx)} games, actions of shape {actions.shape}")
         done = lib.gc_batch_apply(self._c_states, _i32p(idx), len(idx), ffi.from_buffer("int32_t[]", actions))
@@ -427,21 +452,22 @@ class GameBatch:
     def declare_coin_win(self, idx, reason: str) -> None:
         """Ends the games of idx that are still running by an outside rule, as Game.declare_coin_win
         (a finished game keeps its result)."""
-        code = END_REASONS.index(reason)
+        code = _outside_rule(reason)
         self._observed = None
         for i in self._indices(idx):
             lib.gc_declare_coin_win(self._c_states + int(i), code)
 
     def _index(self, i: int) -> int:
-        if not 0 <= i < self.n:
+        if not is_int(i) or not 0 <= i < self.n:
             raise IndexError(f"game {i} is outside the batch of {self.n}")
         return int(i)
 
     def _indices(self, idx) -> np.ndarray:
-        idx = np.ascontiguousarray(idx, dtype=np.int32)
-        if idx.ndim != 1 or (len(idx) and (idx.min() < 0 or idx.max() >= self.n)):
-            raise IndexError(f"game indices must be a 1-D array within 0..{self.n - 1}")
-        return idx
+        given = np.asarray(idx)
+        if given.ndim != 1 or (given.size and (given.dtype.kind not in "iu" or given.min() < 0
+                                               or given.max() >= self.n)):
+            raise IndexError(f"game indices must be a 1-D array of integers within 0..{self.n - 1}")
+        return np.ascontiguousarray(given, dtype=np.int32)
 
 
 def _i32p(a: np.ndarray):

@@ -31,6 +31,8 @@ from gcpipe.engine.bots import KINDS, ROLLOUTS
 from gcpipe.engine.game import COIN, GUERRILLA, NUM_ACTIONS, OBS_SIZE, side_to_c, sides_from_c
 from gcpipe.errors import UserError, is_int
 
+C_INT_MAX = 2**31 - 1   # the C struct's int settings hold no more
+
 _ZERO_LOG = ffi.new("gc_env_log *")  # all zeros
 
 
@@ -63,19 +65,19 @@ class VecEnv:
                  mcts_iterations: int = 256, mcts_exploration: float = 0.7, mcts_rollout: str = "greedy",
                  max_episode_length: int = 256, seed: int = 0):
         self._vec = None
-        if not is_int(num_envs) or num_envs <= 0:
-            raise UserError(f"num_envs must be a positive integer, got {num_envs!r}")
+        if not is_int(num_envs) or not 0 < num_envs <= C_INT_MAX:
+            raise UserError(f"num_envs must be an integer 1..{C_INT_MAX}, got {num_envs!r}")
         if side is not None and side not in (GUERRILLA, COIN):
             raise UserError(f"side must be None (random), GUERRILLA ({GUERRILLA}) or COIN ({COIN}), got {side!r}")
-        if not is_int(max_episode_length) or max_episode_length <= 0:
-            raise UserError(f"max_episode_length must be a positive integer, got {max_episode_length!r}")
+        if not is_int(max_episode_length) or not 0 < max_episode_length <= C_INT_MAX:
+            raise UserError(f"max_episode_length must be an integer 1..{C_INT_MAX}, got {max_episode_length!r}")
         if not is_int(seed) or not 0 <= seed < 2**32:
             raise UserError(f"seed must be an unsigned 32-bit integer, got {seed!r}")
         if opponent not in KINDS:
             raise UserError(f"unknown opponent {opponent!r}; choose one of {', '.join(KINDS)}")
         if opponent == "mcts":
-            if not is_int(mcts_iterations) or mcts_iterations <= 0:
-                raise UserError(f"mcts_iterations must be a positive integer, got {mcts_iterations!r}")
+            if not is_int(mcts_iterations) or not 0 < mcts_iterations < C_INT_MAX:
+                raise UserError(f"mcts_iterations must be an integer 1..{C_INT_MAX - 1}, got {mcts_iterations!r}")
             if not isinstance(mcts_exploration, (int, float)) or not math.isfinite(mcts_exploration) \
                     or mcts_exploration < 0:
                 raise UserError(f"mcts_exploration must be a finite number >= 0, got {mcts_exploration!r}")

@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from gcpipe.errors import UserError, is_int
 from gcpipe.train.config import make_config
 from gcpipe.train.ppo import PPO
 
@@ -14,6 +15,9 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
                 selfplay: bool = True, train_slot_1: bool = False, warmup: int = 1, seed: int = 42) -> dict:
     """Runs `warmup` untimed then `epochs` timed epochs of the default model (H=128, L=2) and
     returns steps/s overall and per phase (a step is one slot's decision, as in training)."""
+    for flag, value in (("--horizon", horizon), ("--envs", num_envs), ("--epochs", epochs), ("--threads", threads)):
+        if not is_int(value) or value < 1:
+            raise UserError(f"{flag} must be an integer >= 1, got {value!r}")
     torch.set_num_threads(threads)
     config = make_config(dict(num_envs=num_envs, horizon=horizon, selfplay=selfplay, train_slot_1=train_slot_1,
                               minibatch_size=min(8192, num_envs * horizon) // horizon * horizon,
