@@ -1,0 +1,577 @@
+"""Faults end to end (issue 12): a second writer on a ledger or a run folder, a killed Snakemake
+whose jobs must not write on, a config changed under a running pipeline, and damaged state on
+disk (training states, checkpoints, ledgers).  Each scenario runs the real commands for a few
+seconds and checks the exact outcome: the one-line refusal, what is kept, byte-identical results."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gcpipe.match.ledger import read_ledger
+from gcpipe.train.config import make_config
+from gcpipe.train.run import PREVIOUS_STATE_FILE, STATE_FILE, train
+
+GCPIPE = str(Path(sys.executable).parent / "gcpipe")
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+REPO = Path(__file__).resolve().parent.parent
+needs_snakemake = pytest.mark.skipif(not SNAKEMAKE.exists(), reason="snakemake is not installed")
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tests/conftest.py
+
+
+def run(*args, cwd=None, timeout=120):
+    return subprocess.run([GCPIPE, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                          env=_env())
+
+
+def start(*args, cwd=None):
+    return subprocess.Popen([GCPIPE, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, cwd=cwd, env=_env())
+
+
+def _env():
+    env = dict(os.environ)
+    env.pop("GCPIPE_LAUNCHER_PID", None)
+    return env
+
+
+def wait_for(condition, timeout=60.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def lines_of(path):
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def one_line_error(result, pattern):
+    """The command failed with exit 2 and exactly one line, `gcpipe: error: ...`, matching `pattern`."""
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gcpipe: error: "), result.stderr
+    assert re.search(pattern, lines[0]), lines[0]
+
+
+def stop(process):
+    if process.poll() is None:
+        process.kill()
+    process.wait(timeout=30)
+
+
+TINY = dict(num_envs=8, horizon=16, minibatch_size=64, total_timesteps=8 * 2 * 16 * 6, checkpoint_interval=1,
+            pool_size=4)
+
+
+def tiny(**changes):
+    return make_config(dict(TINY, **changes))
+
+
+def tiny_config_text(**changes) -> str:
+    """A pipeline config whose run `tiny` has TINY's settings with `changes`."""
+    return "players: {r: {kind: random}}\nruns:\n  tiny: " + json.dumps(dict(TINY, **changes)) + "\n"
+
+
+# --- two writers ---------------------------------------------------------------------------
+
+def test_a_second_match_on_the_same_ledger_is_refused_naming_the_first(tmp_path):
+    ledger = tmp_path / "m__g.jsonl"
+    args = ("m=mcts:400", "greedy", "--games", 30, "--workers", 1, "--out", ledger, "--quiet")
+    first = start("match", *args)
+    try:
+        wait_for(lambda: lines_of(ledger) >= 1, what="the first match's first game")
+        second = run("match", *args)
+        one_line_error(second, rf"ledger {ledger} is being written by process {first.pid}; wait for it")
+        assert first.wait(timeout=120) == 0
+    finally:
+        stop(first)
+    # One writer's games only: every game once, in order, and a rerun has nothing to add.
+    assert [record["game"] for record in read_ledger(ledger)] == list(range(30))
+    before = ledger.read_bytes()
+    assert run("match", *args).returncode == 0 and ledger.read_bytes() == before
+
+
+def test_a_second_training_of_the_same_run_folder_is_refused_naming_the_first(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(tiny_config_text(total_timesteps=2_560_000, checkpoint_interval=5))   # minutes long
+    folder = tmp_path / "tiny"
+    first = start("train", "tiny", "--config", config, "--out", folder, "--threads", 1)
+    try:
+        wait_for(lambda: (folder / STATE_FILE).exists(), what="the first training's first state")
+        second = run("train", "tiny", "--config", config, "--out", folder, "--threads", 1)
+        one_line_error(second, rf"run folder {folder} is being written by process {first.pid}; wait for it")
+        assert first.poll() is None   # the refused second trainer touched nothing of the first's
+    finally:
+        stop(first)
+    # The kernel dropped the killed holder's lock: a rerun takes over and continues.
+    rerun = start("train", "tiny", "--config", config, "--out", folder, "--threads", 1)
+    watchdog = threading.Timer(60, rerun.kill)
+    watchdog.start()
+    try:
+        assert "tiny: continuing from its saved state at step" in rerun.stderr.readline()
+    finally:
+        watchdog.cancel()
+        stop(rerun)
+
+
+# --- a killed Snakemake --------------------------------------------------------------------
+
+def built_engine(workdir):
+    """A build record in `workdir`, newer than the sources, so the DAG uses the engine installed
+    with the package instead of spending a minute recompiling it (the smoke DAG test builds)."""
+    record = workdir / "results/engine/build.json"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text('{"note": "tests: the engine installed with the package"}\n')
+
+
+def snakemake_env():
+    return dict(_env(), PATH=f"{SNAKEMAKE.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+@needs_snakemake
+def test_jobs_die_with_a_killed_snakemake_and_the_rerun_finishes_the_ledger(tmp_path):
+    config = tmp_path / "slow.yaml"
+    config.write_text("players:\n  m: {kind: mcts, iterations: 3000}\n  g: {kind: greedy}\n"
+                      "matches: {field: [m, g], games: 12, shard_size: 12}\n")
+    shard = tmp_path / "results/matches/shards/m__g/0-12.jsonl"
+    # (The target before --configfile, which takes several values.)
+    command = [str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1",
+               str(shard.with_suffix(".json").relative_to(tmp_path)), "--configfile", str(config)]
+    env = snakemake_env()
+    built_engine(tmp_path)
+    snakemake = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: lines_of(shard) >= 1, timeout=90, what="the match job's first game")
+        job = _match_job(shard)
+        assert job is not None
+        os.kill(snakemake.pid, signal.SIGKILL)
+        snakemake.wait(timeout=30)
+        # The job (reparented when Snakemake died) stops within moments instead of writing on.
+        wait_for(lambda: not _alive(job), timeout=10, what="the orphaned match job to stop")
+    finally:
+        try:
+            os.killpg(snakemake.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    played = lines_of(shard)
+    time.sleep(1.0)
+    assert lines_of(shard) == played < 12   # nobody writes to the ledger any more
+    # The documented recovery: unlock, rerun; one writer finishes the missing games.
+    subprocess.run([*command, "--unlock"], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert [record["game"] for record in read_ledger(shard)] == list(range(12))
+
+
+def _match_job(ledger):
+    """The PID of the `gcpipe match` process writing `ledger`, from /proc."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(arg.endswith(b"gcpipe") for arg in argv[:2]) and b"match" in argv and \
+                    any(arg.decode(errors="replace").endswith(ledger.name) for arg in argv):
+                return int(entry.name)
+    return None
+
+
+def _alive(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+# --- a config changed under a running pipeline --------------------------------------------
+
+@needs_snakemake
+def test_a_dry_run_with_another_config_does_not_change_what_a_running_pipeline_reads(tmp_path):
+    settings = "players:\n  m: {{kind: mcts, iterations: {}}}\n  g: {{kind: greedy}}\n" \
+               "matches: {{field: [m, g], games: 6, shard_size: 2}}\n"
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text(settings.format(300))
+    second.write_text(settings.format(301))
+    targets = ["results/matches/m__g.jsonl", "results/matches/g__m.jsonl"]
+    env = snakemake_env()
+    built_engine(tmp_path)
+
+    def snakemake(config, *args):
+        return [str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), *args, "--configfile", str(config)]
+
+    running = subprocess.Popen(snakemake(first, "--cores", "1", *targets), cwd=tmp_path, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (tmp_path / "results/matches/shards/m__g/0-2.json").exists(), timeout=90,
+                 what="the first shard")
+        configs = sorted((tmp_path / "results/config").iterdir())
+        dry = subprocess.run(snakemake(second, "-n", *targets), cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert dry.returncode == 0, dry.stderr[-3000:]
+        assert sorted((tmp_path / "results/config").iterdir()) == configs   # a dry run writes nothing
+        _, stderr = running.communicate(timeout=300)
+        assert running.returncode == 0, stderr[-3000:]
+    finally:
+        stop(running)
+    # Every job of the first run read the first run's config: 300 iterations throughout.
+    for target in targets:
+        records = read_ledger(tmp_path / target)
+        assert len(records) == 6
+        assert {json.dumps(r["guerrilla_id" if r["guerrilla"] == "m" else "coin_id"]) for r in records} == \
+            {json.dumps({"kind": "mcts", "iterations": 300, "exploration": 0.7, "rollout": "greedy"})}
+    assert len(configs) == 1 and "iterations: 300" in configs[0].read_text()
+
+
+# --- damaged state on disk -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """An uninterrupted 6-epoch run: the bytes every recovered run must reproduce."""
+    return train("tiny", tiny(), tmp_path_factory.mktemp("whole") / "tiny", echo=lambda line: None)
+
+
+def stopped_run(folder):
+    """A run stopped after epoch 4: states of epochs 4 (state.pt) and 3 (state.prev.pt)."""
+    train("tiny", tiny(max_epochs=4), folder, echo=lambda line: None)
+    return folder
+
+
+def zero_block(path, offset=4096, size=4096):
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        handle.write(bytes(size))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "empty", "zero 4 KiB", "delete"])
+def test_a_damaged_state_falls_back_to_the_previous_one_with_the_same_result(tmp_path, reference, damage):
+    folder = stopped_run(tmp_path / "tiny")
+    state = folder / STATE_FILE
+    if damage == "truncate":
+        os.truncate(state, state.stat().st_size // 2)
+    elif damage == "empty":
+        os.truncate(state, 0)
+    elif damage == "zero 4 KiB":
+        zero_block(state)
+    else:
+        state.unlink()
+    lines = []
+    train("tiny", tiny(), folder, echo=lines.append)
+    if damage != "delete":
+        assert any(f"{STATE_FILE} is unusable: its bytes do not match state.pt.sha256" in line
+                   and f"using {PREVIOUS_STATE_FILE}" in line for line in lines), lines
+    assert any("continuing from its saved state at step 768" in line for line in lines), lines
+    assert (folder / "final.bin").read_bytes() == (reference / "final.bin").read_bytes()
+
+
+def test_no_good_state_stops_with_what_restart_would_discard_and_keeps_the_checkpoints(tmp_path):
+    folder = stopped_run(tmp_path / "tiny")
+    zero_block(folder / STATE_FILE)
+    os.truncate(folder / PREVIOUS_STATE_FILE, 100)
+    checkpoints = sorted((folder / "checkpoints").iterdir())
+    config = tmp_path / "c.yaml"
+    config.write_text(tiny_config_text())
+    result = run("train", "tiny", "--config", config, "--out", folder, "--threads", 1)
+    one_line_error(result, rf"run folder {folder}: state\.pt is unusable: its bytes do not match state\.pt\.sha256 "
+                           r"\(damaged or cut short\); state\.prev\.pt is unusable: .*`gcpipe train tiny --restart` "
+                           r"would discard 4 checkpoint\(s\), state\.pt, state\.prev\.pt and start over$")
+    assert sorted((folder / "checkpoints").iterdir()) == checkpoints
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("no config.json", r"holds 4 checkpoint\(s\), state\.pt, state\.prev\.pt but no readable config\.json"),
+    ("no metrics.csv", r"state\.pt is unusable: metrics\.csv, whose rows it continues, is missing"),
+    ("metrics.csv cut short", r"state\.prev\.pt is unusable: metrics\.csv no longer holds the rows written before it"),
+])
+def test_a_run_folder_missing_its_records_stops_instead_of_starting_over(tmp_path, damage, message):
+    from gcpipe.errors import UserError
+
+    folder = stopped_run(tmp_path / "tiny")
+    checkpoints = {path.name: path.read_bytes() for path in (folder / "checkpoints").iterdir()}
+    metrics = folder / "metrics.csv"
+    if damage == "no config.json":
+        (folder / "config.json").unlink()
+    elif damage == "no metrics.csv":
+        metrics.unlink()
+    else:
+        os.truncate(metrics, len(metrics.read_bytes().splitlines(keepends=True)[0]) + 5)
+        size = metrics.stat().st_size
+    with pytest.raises(UserError, match=message):
+        train("tiny", tiny(), folder, echo=lambda line: None)
+    assert {path.name: path.read_bytes() for path in (folder / "checkpoints").iterdir()} == checkpoints
+    if damage == "metrics.csv cut short":   # not padded with NUL bytes up to the saved length
+        assert metrics.stat().st_size == size and b"\0" not in metrics.read_bytes()
+
+
+def test_a_damaged_final_checkpoint_is_written_again_not_taken_as_trained(tmp_path, reference):
+    folder = tmp_path / "tiny"
+    train("tiny", tiny(), folder, echo=lambda line: None)
+    final = folder / "final.bin"
+    good = final.read_bytes()
+    zero_block(final)
+    # Whatever plays it refuses it: the sidecar says what the bytes were.
+    result = run("match", f"net:{final}", "greedy", "--games", 1, "--out", tmp_path / "x.jsonl")
+    one_line_error(result, rf"checkpoint {final} is damaged: its bytes do not match final\.bin\.sha256")
+    for damage in (lambda: zero_block(final), lambda: os.truncate(final, 1000)):
+        damage()
+        lines = []
+        train("tiny", tiny(), folder, echo=lines.append)
+        assert "is unusable" in lines[0] and "writing it again from the saved state" in lines[0], lines
+        assert final.read_bytes() == good == (reference / "final.bin").read_bytes()
+
+
+def test_temp_files_of_killed_writes_are_removed_by_the_next_writer(tmp_path):
+    folder = stopped_run(tmp_path / "tiny")
+    stale = [folder / ".state.pt.abc123.tmp", folder / "checkpoints" / ".0000000000000768.bin.x1.tmp"]
+    for path in stale:
+        path.write_bytes(b"half a file")
+    train("tiny", tiny(), folder, echo=lambda line: None)
+    assert not any(path.exists() for path in stale)
+    ledger = tmp_path / "r__g.jsonl"
+    summary_temp = tmp_path / ".r__g.json.zz9.tmp"
+    summary_temp.write_text("{")
+    assert run("match", "r=random", "greedy", "--games", 2, "--out", ledger, "--quiet").returncode == 0
+    assert not summary_temp.exists()
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("zero bytes", r":2: not valid JSON"),
+    ("CRLF", r":1: not in the ledger's exact form"),
+    ("seed", r":2: game 1 has seed 12345, but the ledger's roster positions 0/1 give \d+"),
+    ("plies", r":2: plies must be an integer in 1\.\.127"),
+])
+def test_a_damaged_ledger_is_refused_by_match_merge_and_elo_alike(tmp_path, damage, message):
+    ledger = tmp_path / "r__g.jsonl"
+    assert run("match", "r=random", "greedy", "--games", 3, "--out", ledger, "--quiet").returncode == 0
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    if damage == "zero bytes":
+        lines[1] = bytes(len(lines[1]) - 1) + b"\n"
+    elif damage == "CRLF":
+        lines = [line.replace(b"\n", b"\r\n") for line in lines]
+    elif damage == "seed":
+        record = json.loads(lines[1])
+        lines[1] = json.dumps({**record, "seed": 12345}, separators=(",", ":")).encode() + b"\n"
+    else:
+        record = json.loads(lines[1])
+        lines[1] = json.dumps({**record, "plies": 500}, separators=(",", ":")).encode() + b"\n"
+    ledger.write_bytes(b"".join(lines))
+    for command in (["match", "r=random", "greedy", "--games", 3, "--out", ledger],
+                    ["merge", ledger, "--out", tmp_path / "merged.jsonl"],
+                    ["elo", ledger, "--out", tmp_path / "elo"]):
+        one_line_error(run(*command), rf"^gcpipe: error: {ledger}{message}")
+
+
+# --- resource exhaustion ---------------------------------------------------------------------
+
+def test_a_huge_match_starts_playing_at_once_in_bounded_memory(tmp_path):
+    ledger = tmp_path / "r__g.jsonl"
+    process = start("match", "r=random", "greedy", "--games", 4_000_000_000, "--workers", 1, "--out", ledger,
+                    "--quiet")
+    try:
+        wait_for(lambda: lines_of(ledger) >= 1000, timeout=30, what="the first thousand games")
+        rss_kib = int(next(line.split()[1] for line in Path(f"/proc/{process.pid}/status").read_text().splitlines()
+                           if line.startswith("VmRSS:")))
+        assert rss_kib < 1_000_000   # planning every game index up front took tens of GB
+    finally:
+        stop(process)
+    one_line_error(run("match", "random", "greedy", "--first-game", 2**32 - 1, "--games", 2, "--out", ledger),
+                   r"--first-game \+ --games must stay within 4,294,967,296 game indices")
+
+
+@pytest.mark.parametrize("matches, message", [
+    ("{games: 10000000000}", r"matches\.games: 10000000000 is greater than the maximum of 100000000"),
+    ("{games: 100000000, shard_size: 1000}",
+     r"matches: cell r__r would be 100,000 shards of 1,000 games \(at most 10,000 jobs a cell\)"),
+])
+def test_the_match_plan_is_bounded(tmp_path, matches, message):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"players: {{r: {{kind: random}}}}\nmatches: {matches}\n")
+    one_line_error(run("config", config), message)
+
+
+# --- one line, not a traceback -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A regular file to put paths under, a ledger, a checkpoint, a metrics file and a config."""
+    folder = tmp_path_factory.mktemp("files")
+    (folder / "plain").write_text("a file, not a folder\n")
+    assert run("match", "r=random", "greedy", "--games", 2, "--out", folder / "r__g.jsonl").returncode == 0
+    from gcpipe.nn.checkpoint import save
+    from gcpipe.nn.model import MinGRUPolicy
+
+    save(MinGRUPolicy(), folder / "net.bin", "5c")
+    (folder / "metrics.csv").write_text("epoch,global_step,sps\n1,10,5.0\n")
+    (folder / "c.yaml").write_text(tiny_config_text())
+    return folder
+
+
+OUTPUT_COMMANDS = {
+    "match": lambda f, out: ["match", "random", "greedy", "--games", 1, "--out", out / "x.jsonl"],
+    "tournament": lambda f, out: ["tournament", "random", "greedy", "--games", 1, "--out", out],
+    "elo": lambda f, out: ["elo", f / "r__g.jsonl", "--out", out],
+    "merge": lambda f, out: ["merge", f / "r__g.jsonl", "--out", out / "m.jsonl"],
+    "train": lambda f, out: ["train", "tiny", "--config", f / "c.yaml", "--out", out, "--threads", 1],
+    "ckpt convert": lambda f, out: ["ckpt", "convert", f / "net.bin", out / "n.bin", "--layout", "5c-bias"],
+    "plot-training": lambda f, out: ["plot-training", f / "metrics.csv", "--out", out / "p.png"],
+}
+
+
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+@pytest.mark.parametrize("where", ["under a regular file", "/proc"])
+def test_an_unwritable_output_path_is_one_line(files, command, where):
+    out = files / "plain" / "sub" if where == "under a regular file" else Path("/proc/gcpipe-x")
+    result = run(*OUTPUT_COMMANDS[command](files, out))
+    one_line_error(result, rf"^gcpipe: error: (/proc|{files}/plain)\S*: (Not a directory|No such file or directory|"
+                           rf"File exists)$")
+
+
+@pytest.mark.parametrize("cells, message", [
+    ('[{"guerrilla": "a", "coin": "b", "guerrilla_wins": null, "coin_wins": 3}]', r"got None"),
+    ('[{"guerrilla": "a", "coin": "b", "guerrilla_wins": "7", "coin_wins": 3}]', r"got '7'"),
+    ('[{"guerrilla": "a", "coin": "b", "guerrilla_wins": NaN, "coin_wins": 3}]', r"got nan"),
+    ('[{"guerrilla": "a", "coin": "b", "guerrilla_wins": 1e400, "coin_wins": 3}]', r"got inf"),
+    ('[{"guerrilla": "a", "coin": "b", "guerrilla_wins": 10000000000000, "coin_wins": 3}]', r"got 10000000000000"),
+    ('[{"guerrilla": "a", "coin": "b", "guerrilla_wins": 2.0, "coin_wins": 3}]', r"got 2\.0"),
+    ('[{"guerrilla": "a", "coin": "b", "guerrilla_wins": true, "coin_wins": 3}]', r"got True"),
+    ('[{"guerrilla": "a", "coin": "zed", "guerrilla_wins": 1, "coin_wins": 3}]',
+     r"cell a vs zed: player 'zed' is not in the table's players \(a, b\)$"),
+])
+def test_bad_cross_table_counts_and_players_are_one_line(tmp_path, cells, message):
+    table = tmp_path / "t.json"
+    table.write_text(f'{{"players": ["a", "b"], "cells": {cells}}}')
+    one_line_error(run("elo", "--crosstable", table, "--out", tmp_path / "out"), rf"^gcpipe: error: {table}: .*{message}")
+
+
+def test_other_bad_arguments_are_one_line(tmp_path, files):
+    binary = tmp_path / "t.md"
+    binary.write_bytes(b"| Guerrilla / COIN | a |\n\xff\xfe\n")
+    one_line_error(run("elo", "--crosstable", binary, "--out", tmp_path / "o"), rf"{binary}: not UTF-8 text \(byte 25\)$")
+    one_line_error(run("elo", files / "r__g.jsonl", "--out", tmp_path / "o", "--anchor", "mean:1e308"),
+                   r"bad anchor 'mean:1e308': the value must be within ±1e\+06")
+    one_line_error(run("bench", "train", "--horizon", 0), r"--horizon must be an integer >= 1, got 0$")
+    one_line_error(run("merge", files / "r__g.jsonl", "--out", f"{tmp_path}/dir/"),
+                   r"--out \S+/dir/ is a folder; give the merged ledger's file name")
+    one_line_error(run("merge", files / "r__g.jsonl", "--games", 0, "--out", tmp_path / "m.jsonl"),
+                   r"--games must be an integer >= 1, got 0$")
+
+
+# --- smaller holes -----------------------------------------------------------------------------
+
+def test_roster_positions_are_0_to_15_and_the_published_seeds_stay(tmp_path):
+    from gcpipe.config import validate_config
+    from gcpipe.errors import UserError
+    from gcpipe.match import game_seed
+
+    # (0, 16) and (1, 0) gave the same seeds: a*16 + b is a pair index only for positions 0..15.
+    with pytest.raises(UserError, match=r"players\.x\.roster: 16 is greater than the maximum of 15"):
+        validate_config({"players": {"x": {"kind": "random", "roster": 16}}})
+    many = {f"p{k}": {"kind": "random"} for k in range(17)}
+    with pytest.raises(UserError, match=r"players\.p16: its roster position is 16 \(its place in `players`\)"):
+        validate_config({"players": many})
+    one_line_error(run("match", "random@16", "greedy", "--games", 1, "--out", tmp_path / "x.jsonl"),
+                   r"@N must be a roster position 0\.\.15")
+    one_line_error(run("match", "random", "greedy", "--roster-g", 17, "--games", 1, "--out", tmp_path / "x.jsonl"),
+                   r"--roster-g must be a roster position 0\.\.15")
+    with pytest.raises(ValueError, match="roster position 16 is outside 0..15"):
+        game_seed(0, 16, 0)
+    with pytest.raises(ValueError, match="game index 4294967296 is outside"):
+        game_seed(0, 0, 2**32)   # would wrap to game 0's seed
+    # Published positions (random 0, greedy 1, MCTS 2K 3, ...): the formula is unchanged.
+    assert game_seed(3, 1, 7) == 3098996971 and game_seed(15, 15, 123456) == 2191602805
+
+
+def test_duplicate_yaml_keys_are_refused_by_every_reader(tmp_path):
+    config = tmp_path / "dup.yaml"
+    config.write_text("players:\n  m: {kind: mcts, iterations: 300}\n  m: {kind: mcts, iterations: 301}\n")
+    one_line_error(run("config", config), rf"config {config}:3: key 'm' is given twice in one mapping")
+    config.write_text("players:\n  r: {kind: random}\nmatches:\n  games: 10\n  games: 20\n")
+    one_line_error(run("config", config), rf"config {config}:5: key 'games' is given twice")
+    if SNAKEMAKE.exists():   # Snakemake's own YAML reader keeps the last value: the Snakefile reads it again
+        result = subprocess.run([str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "-n",
+                                 "elo_table", "--configfile", str(config)], capture_output=True, text=True,
+                                timeout=120, env=snakemake_env())
+        assert result.returncode != 0
+        assert f"gcpipe: error: config {config}:5: key 'games' is given twice" in result.stdout + result.stderr
+
+
+def test_engine_calls_with_impossible_values_are_refused():
+    from gcpipe.engine import Game, GameBatch, IllegalActionError, VecEnv
+    from gcpipe.errors import UserError
+
+    batch = GameBatch(2)
+    batch.reset(0, 1)
+    before = batch.game(0)
+    for actions in ([0.9], [2**40]):
+        with pytest.raises(IllegalActionError, match="actions are integers 0..255"):
+            batch.apply([0], actions)   # 0.9 played action 0; 2**40 raised a raw OverflowError
+    with pytest.raises(IndexError, match="integers within 0..1"):
+        batch.apply([2**40], [0])
+    assert batch.game(0) == before
+    with pytest.raises(ValueError, match="only by ply_cap or timeout, not 'coins_cleared'"):
+        Game(1).declare_coin_win("coins_cleared")
+    with pytest.raises(ValueError, match="only by ply_cap or timeout"):
+        batch.declare_coin_win([0], "stalemate")
+    for settings, name in ((dict(num_envs=2**40), "num_envs"), (dict(num_envs=2, max_episode_length=2**40),
+                                                                "max_episode_length"),
+                           (dict(num_envs=2, opponent="mcts", mcts_iterations=2**31), "mcts_iterations")):
+        with pytest.raises(UserError, match=f"{name} must be an integer 1.."):
+            VecEnv(**settings)
+    # A running game whose side to move has no move is no state the rules reach.
+    stones = [g for g in range(49) if g not in (0, 48)]
+    dead_end = Game.from_position(stones=stones, coins=[0], stones_placed=47).serialize()
+    with pytest.raises(UserError, match="a running game whose side to move has no legal action"):
+        Game.deserialize(dead_end)
+
+
+def test_absurd_checkpoint_weights_are_warned_about(tmp_path):
+    import numpy as np
+
+    from gcpipe.nn.checkpoint import LAYOUTS
+
+    path = tmp_path / "huge.bin"
+    np.full(LAYOUTS["5c"] // 4, 1e38, "<f4").tofile(path)
+    result = run("match", f"net:{path}", "greedy", "--games", 1, "--out", tmp_path / "x.jsonl")
+    assert f"gcpipe: warning: checkpoint {path}: tensor enc.W holds a weight of magnitude 1e+38" in result.stderr
+
+
+# --- settings that cannot change the result ------------------------------------------------------
+
+def test_evaluation_settings_do_not_change_the_weights_or_retrain(tmp_path, reference):
+    lines = []
+    evaluated = train("tiny", tiny(eval_interval=1, eval_games=4), tmp_path / "tiny", echo=lines.append)
+    assert (evaluated / "final.bin").read_bytes() == (reference / "final.bin").read_bytes()
+    train("tiny", tiny(eval_interval=2, eval_games=8), evaluated, echo=lines.append)
+    assert "nothing to do" in lines[-1]
+
+
+@needs_snakemake
+def test_the_pipeline_does_not_retrain_for_evaluation_settings(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(tiny_config_text(eval_interval=0))
+    built_engine(tmp_path)
+    target = "results/runs/tiny/final.bin"
+
+    def snakemake(*args):
+        return subprocess.run([str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), *args,
+                               "--configfile", str(config)], capture_output=True, text=True, timeout=300,
+                              env=snakemake_env(), cwd=tmp_path)
+
+    first = snakemake("--cores", "1", target)
+    assert first.returncode == 0, first.stderr[-3000:]
+    config.write_text(tiny_config_text(eval_interval=2, eval_games=10))
+    again = snakemake("-n", target)
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout
+    config.write_text(tiny_config_text(eval_interval=0, seed=7))
+    assert "train" in snakemake("-n", target).stdout   # a setting that changes the weights does retrain
