@@ -9,7 +9,7 @@ Each rule runs one `gcpipe` subcommand. Every job reads the resolved config (def
 in) of the invocation that planned it, results/config/<digest>.yaml (content-addressed, so
 another invocation cannot change it under a running job; a dry run writes nothing); each
 rule's `params` carry exactly the settings its job depends on, so a config change reruns only
-the jobs it concerns.  Jobs stop when this Snakemake process dies (GCPIPE_LAUNCHER_PID).
+the jobs it concerns.  Jobs stop when this Snakemake process dies (GCPIPE_LAUNCHER).
 """
 import json
 import os
@@ -23,7 +23,7 @@ from gcpipe.config import config_text, read_config_file, validate_config
 from gcpipe.elo import ORDO_FILES, OUTPUT_FILES
 from gcpipe.engine.build import CSRC
 from gcpipe.errors import UserError
-from gcpipe.lifetime import LAUNCHER_ENV
+from gcpipe.lifetime import LAUNCHER_ENV, launcher_token
 from gcpipe.match.pool import usable_cores
 from gcpipe.match.viewer import VIEW_FILES
 from gcpipe.players import roster_positions
@@ -50,7 +50,7 @@ if (Path(sys.executable).parent / "gcpipe").exists():
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 # Jobs watch the process that runs them (this one; in a cluster job, the job's own Snakemake) and
 # stop when it is gone, rather than write on as orphans next to a rerun (gcpipe/lifetime.py).
-os.environ[LAUNCHER_ENV] = str(os.getpid())
+os.environ[LAUNCHER_ENV] = launcher_token()
 
 
 # `--cores` is a budget, not the machine: `snakemake --cores 8` on a 2-core laptop would run four

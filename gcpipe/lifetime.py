@@ -1,8 +1,9 @@
 """How long a gcpipe process lives: never longer than the process that started it.
 
 A match's worker processes die with the match (PR_SET_PDEATHSIG).  A job of the pipeline dies
-with the Snakemake process that started it: the Snakefile exports its own PID as
-GCPIPE_LAUNCHER_PID, and a job that finds it set watches that process and stops when it is gone.
+with the Snakemake process that started it: the Snakefile exports `launcher_token()` (host, PID
+and start time of its process) as GCPIPE_LAUNCHER, and a job that finds it set, on the same
+host, watches that process and stops when it is gone.
 Without this, `kill -9` of Snakemake leaves its `gcpipe match` or `gcpipe train` jobs running as
 orphans, and the documented recovery (`--unlock`, rerun) would start a second writer next to
 them (the ledger and run-folder locks refuse that second writer; this makes the first one go).
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
+from pathlib import Path
 
-LAUNCHER_ENV = "GCPIPE_LAUNCHER_PID"
+LAUNCHER_ENV = "GCPIPE_LAUNCHER"
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -29,22 +32,39 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def launcher_token() -> str:
+    """This process as GCPIPE_LAUNCHER names it: host, PID and start time (so neither a PID
+    on another node of a cluster nor a reused PID is taken for it)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+
+
 def watch_launcher() -> None:
-    """When GCPIPE_LAUNCHER_PID names a process, stop this one as soon as that process exits
-    (a pidfd, so a reused PID cannot fool it).  Does nothing when the variable is unset."""
-    text = os.environ.get(LAUNCHER_ENV, "")
-    if not text.isdigit() or not hasattr(os, "pidfd_open"):
+    """When GCPIPE_LAUNCHER names a process on this host, stop this one as soon as that
+    process exits (watched through a pidfd).  Does nothing when it is unset or names another host."""
+    parts = os.environ.get(LAUNCHER_ENV, "").rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not hasattr(os, "pidfd_open"):
         return
-    pid = int(text)
-    if pid == os.getpid():
+    _, pid_text, started = parts
+    if not pid_text.isdigit() or int(pid_text) == os.getpid():
         return
+    pid = int(pid_text)
     try:
         pidfd = os.pidfd_open(pid)
     except ProcessLookupError:
         _launcher_gone(pid)
     except OSError:
         return   # not ours to watch (another PID namespace, no permission)
+    if _start_time(pid) != started:   # the PID now names another process: the launcher is gone
+        _launcher_gone(pid)
     threading.Thread(target=_wait_for_exit, args=(pidfd, pid), name="launcher-watch", daemon=True).start()
+
+
+def _start_time(pid: int) -> str:
+    """The start time of process `pid` in clock ticks since boot (/proc/PID/stat field 22)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return "?"
 
 
 def _wait_for_exit(pidfd: int, pid: int) -> None:

@@ -38,7 +38,7 @@ def start(*args, cwd=None):
 
 def _env():
     env = dict(os.environ)
-    env.pop("GCPIPE_LAUNCHER_PID", None)
+    env.pop("GCPIPE_LAUNCHER", None)
     return env
 
 

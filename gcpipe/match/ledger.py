@@ -146,6 +146,10 @@ def encode_record(record) -> str:
     problem = _record_problem(record)
     if problem:
         raise UserError(f"invalid ledger record: {problem}")
+    return _line(record)
+
+
+def _line(record) -> str:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -174,7 +178,7 @@ def _parse(path: Path) -> tuple[list[dict], int]:
         problem = _record_problem(record)
         if not problem:
             problem = _inconsistency(record, records[0] if records else record)
-        if not problem and raw + b"\n" != encode_record(record).encode("utf-8"):
+        if not problem and raw + b"\n" != _line(record).encode("utf-8"):
             problem = "not in the ledger's exact form (compact JSON, \\n line ends): edited by hand?"
         if problem:
             raise UserError(f"{path}:{line_number}: {problem}")

@@ -177,14 +177,14 @@ def _read_state(path: Path, metrics: Path) -> tuple[dict | None, str | None]:
         return None, problem
     try:
         state = torch.load(io.BytesIO(data), weights_only=False)
-    except Exception as error:   # a verified file that torch cannot read: another torch's pickle
+    except Exception as error:   # torch's errors for a damaged pickle are of many types
         return None, f"torch cannot read it ({type(error).__name__})"
     try:
         prefix = metrics.read_bytes()[:state["metrics_bytes"]]
     except FileNotFoundError:
         return None, "metrics.csv, whose rows it continues, is missing"
-    if len(prefix) < state["metrics_bytes"] or hashlib.sha256(prefix).hexdigest() != state.get(
-            "metrics_sha256", hashlib.sha256(prefix).hexdigest()):
+    recorded = state.get("metrics_sha256")   # absent in states from before sidecars
+    if len(prefix) < state["metrics_bytes"] or recorded not in (None, hashlib.sha256(prefix).hexdigest()):
         return None, "metrics.csv no longer holds the rows written before it (cut short or edited)"
     return state, None
 
