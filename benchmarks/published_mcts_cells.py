@@ -11,7 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from gcpipe.engine import GUERRILLA
-from gcpipe.match.runner import game_seed
+from gcpipe.match import game_seed
 from gcpipe.players import parse_spec, play_games
 
 ROSTER = {"random": 0, "greedy": 1, "mcts:2000": 3, "mcts:10000": 4}

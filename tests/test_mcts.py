@@ -13,7 +13,7 @@ from gcpipe._engine import ffi, lib
 from gcpipe.engine import COIN, GUERRILLA, Game
 from gcpipe.engine.bots import Bot, BotSpec, play_games
 from gcpipe.errors import UserError
-from gcpipe.match.runner import game_seed
+from gcpipe.match import game_seed
 from gcpipe.players import parse_spec
 
 
