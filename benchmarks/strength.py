@@ -6,7 +6,9 @@ README's strength tables.
 
 Each player (before `--`) plays each opponent (after `--`) `--games` games as Guerrilla and as COIN,
 in ledgers under --out (resumable like every match).  Roster positions start at --roster (default
-20), beyond the published 0-5, so the seeds are ones no training or published cell used.  Prints
+8), beyond the 0-6 of the published cells and the default config, so the seeds are ones no
+training or pipeline cell used (positions end at 15: with more players or opponents than fit, the
+match says so).  Prints
 the player's wins per side with 95 % Wilson intervals."""
 import argparse
 import sys
@@ -27,7 +29,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("players", nargs="+")
     parser.add_argument("--games", type=int, default=300)
     parser.add_argument("--out", type=Path, default=paths.RESULTS / "strength")
-    parser.add_argument("--roster", type=int, default=20)
+    parser.add_argument("--roster", type=int, default=8)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--config", default=None)
     args = parser.parse_args(argv[:split])
