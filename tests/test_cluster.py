@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
-from gcpipe.config import load_config, match_plan
+from gcpipe.config import load_config
+from gcpipe.workflow import match_plan
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
@@ -60,11 +62,21 @@ def finish(process: subprocess.Popen, workdir: Path, timeout: float) -> str:
     return log
 
 
-def slurm_args():
+def smoke_config(folder: Path) -> Path:
+    """The smoke config with the baseline trained for 128 epochs instead of 2 (a few seconds),
+    so that the test can cancel it between its first saved state and its end every time."""
+    config = yaml.safe_load(SMOKE.read_text())
+    config["runs"]["baseline"]["total_timesteps"] = 128 * 1024
+    path = folder / "smoke.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def slurm_args(config: Path):
     """The README's command for the test cluster: the profile as shipped, sized for a 2-core node
     (and at the local run's training threads: trained weights depend on the thread count), with
     job states polled every 10 s instead of 40 so that the test ends sooner."""
-    return ["--profile", str(REPO / "profiles" / "slurm"), "elo_table", "--configfile", str(SMOKE),
+    return ["--profile", str(REPO / "profiles" / "slurm"), "elo_table", "--configfile", str(config),
             "--default-resources", f"slurm_account={ACCOUNT}", f"slurm_partition={PARTITION}",
             "--set-threads", "train=2", "match=2", "--set-resources", "train:mem_mb=8000",
             "--slurm-init-seconds-before-status-checks", "10"]
@@ -85,14 +97,15 @@ def running_job(comment_prefix: str) -> str | None:
 
 
 def test_smoke_dag_through_slurm_matches_a_local_run_and_resumes_a_cancelled_job(tmp_path):
+    config = smoke_config(tmp_path)
     start = time.monotonic()
-    local_log = finish(snakemake(tmp_path / "local", "--cores", "2", "elo_table", "--configfile", str(SMOKE)),
+    local_log = finish(snakemake(tmp_path / "local", "--cores", "2", "elo_table", "--configfile", str(config)),
                        tmp_path / "local", timeout=1200)
     local_seconds = time.monotonic() - start
 
     start = time.monotonic()
     run = tmp_path / "slurm"
-    cluster = snakemake(run, *slurm_args())
+    cluster = snakemake(run, *slurm_args(config))
     training = run / "results" / "runs" / "baseline"
     cancelled = None
     # Cancel the baseline training once it has saved its state and before it finishes.
@@ -114,7 +127,7 @@ def test_smoke_dag_through_slurm_matches_a_local_run_and_resumes_a_cancelled_job
     assert "continuing from its saved state at step" in (run / "results" / "logs" / "train" / "baseline.log").read_text()
     compared = digests(run / "results")
     assert compared == digests(tmp_path / "local" / "results")
-    cells = match_plan(load_config(SMOKE))
+    cells = match_plan(load_config(config))
     assert {f"matches/{cell.name}.jsonl" for cell in cells} | {"elo/ratings.md", "runs/baseline/final.bin"} <= set(compared)
     # The cluster run was not held to the submit host's cores (see the Snakefile's `cpus`).
     assert 'Provided resources: cpus=Resource("cpus"' in local_log
