@@ -16,8 +16,8 @@ from gcpipe.players import define
 from gcpipe.search.searcher import Searcher
 from gcpipe.search.settings import make_settings
 from gcpipe.train.config import make_config
-from gcpipe.train.expert import (MAX_PLIES, ExpertIteration, expert_loss, game_seed, pack_rows, play_games,
-                                 sharpen, stack_rows)
+from gcpipe.train.expert import (MAX_PLIES, ExpertIteration, GameRecord, expert_loss, game_seed, pack_rows,
+                                 play_games, sharpen, stack_rows, value_targets)
 from gcpipe.train.run import train
 from test_search import _batch, _midgame
 
@@ -71,6 +71,19 @@ def test_sharpened_targets_are_powers_renormalised_at_any_temperature():
     cold = sharpen(targets, 0.002)
     assert cold[0, 7] == 1.0 and cold[0].sum() == 1.0 and cold[1, 9] == 1.0
     assert not cold[2].any()
+
+
+def test_value_targets_mix_the_outcome_with_the_search_value_at_searched_plies_only():
+    # A COIN win (z = -1) of four plies; the COIN's bot played plies 1 and 3 (no search there).
+    game = GameRecord(obs=np.zeros((4, 120), np.uint8), masks=np.zeros((4, 256), bool),
+                      targets=np.zeros((4, 256), np.float32), searched=np.array([True, False, True, False]),
+                      movers=np.array([GUERRILLA, COIN, GUERRILLA, COIN], np.int8), outcome=-1.0,
+                      search_side=GUERRILLA, root_values=np.array([0.1, np.nan, -0.2, np.nan], np.float32),
+                      search_values=np.array([0.4, np.nan, -0.6, np.nan], np.float32))
+    assert value_targets(game, 0.0).tolist() == [-1.0, -1.0, -1.0, -1.0]
+    # 0.25 * -1 + 0.75 * 0.4 = 0.05; 0.25 * -1 + 0.75 * -0.6 = -0.7
+    assert value_targets(game, 0.75) == pytest.approx([0.05, -1.0, -0.7, -1.0])
+    assert stack_rows([game], [[0]], 0.75)["value_target"][0, :5].tolist() == pytest.approx([0.05, -1.0, -0.7, -1.0, 0.0])
 
 
 def test_packed_rows_hold_whole_games_from_zero_states():

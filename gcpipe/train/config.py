@@ -97,6 +97,7 @@ class TrainConfig:
     expert_minibatch_rows: int  # expert: rows of packed whole games per minibatch
     expert_policy_coef: float  # expert: weight of the policy loss (0: train the values alone)
     expert_target_temperature: float  # expert: policy target pi'^(1/T), renormalised (T < 1 sharpens)
+    expert_value_mix: float  # expert: value target (1 - m) z + m (search's root value) at searched plies
     # Outputs.
     layout: str  # checkpoint layout: 5c | 5c-bias | legacy (bias layouts train biases)
     checkpoint_interval: int  # epochs between checkpoints, pool snapshots and resume states

@@ -16,16 +16,18 @@ so self-play games differ from seed to seed either way.
 Targets.  At every searched ply the search's improved policy over the legal actions — Gumbel:
 pi' = softmax(logit + sigma(completed Q)); PUCT: the root's visit fractions — raised to
 1 / expert_target_temperature and renormalised (a network that plays by sampling its policy, as
-match players do, needs sharp targets); at every ply the game's outcome z (+1 Guerrilla win, -1
-COIN win) for the value row (the Guerrilla's value) and -z for the pass logit (the COIN's value:
-side_value's convention, model.md §6), so both rows become +-1 win/loss estimates a search uses
-as they are (value 'outcome' of gcpipe.search.settings).
+match players do, needs sharp targets); at every ply a value target y for the value row (the Guerrilla's value) and -y for the pass logit
+(the COIN's value: side_value's convention, model.md §6), so both rows become +-1 win/loss
+estimates a search uses as they are (value 'outcome' of gcpipe.search.settings).  y is the game's
+outcome z (+1 Guerrilla win, -1 COIN win), or at searched plies (1 - m) z + m q with q the root's
+value after the search and m = expert_value_mix: q is a lower-variance (if biased) estimate than
+one noisy self-play result.
 
 Update.  The newest `replay_games` games are packed, whole, into rows of GC_MAX_GAME_PLIES steps
 (each game starting from a zero recurrent state), and `expert_epochs` passes of minibatches of
 `expert_minibatch_rows` rows minimise
     expert_policy_coef * cross-entropy(pi', masked softmax(logits)) over searched plies
-    + vf_coef * mean((value row - z)^2 + (pass logit + z)^2) / 2 over all plies
+    + vf_coef * mean((value row - y)^2 + (pass logit + y)^2) / 2 over all plies
 with Muon and the run's cosine learning rate.
 """
 from __future__ import annotations
@@ -196,13 +198,22 @@ def pack_rows(games: list[GameRecord], order: np.ndarray) -> list[list[int]]:
     return rows
 
 
-def stack_rows(games: list[GameRecord], rows: list[list[int]]) -> dict[str, torch.Tensor]:
+def value_targets(game: GameRecord, value_mix: float) -> np.ndarray:
+    """The value row's target y at each ply of `game` (module docstring): z, mixed with the
+    search's root value at searched plies."""
+    y = np.full(game.plies, game.outcome, np.float32)
+    if value_mix > 0:
+        y[game.searched] = (1.0 - value_mix) * game.outcome + value_mix * game.search_values[game.searched]
+    return y
+
+
+def stack_rows(games: list[GameRecord], rows: list[list[int]], value_mix: float = 0.0) -> dict[str, torch.Tensor]:
     """The training tensors of packed rows: obs, masks, targets, searched, starts, value targets
-    (the Guerrilla's outcome) and valid (plies that belong to a game), each [rows, MAX_PLIES, ...]."""
+    (the Guerrilla's, value_targets) and valid (plies that belong to a game), each [rows, MAX_PLIES, ...]."""
     n = len(rows)
     out = {"obs": np.zeros((n, MAX_PLIES, OBS_SIZE), np.uint8), "masks": np.zeros((n, MAX_PLIES, NUM_ACTIONS), bool),
            "targets": np.zeros((n, MAX_PLIES, NUM_ACTIONS), np.float32), "searched": np.zeros((n, MAX_PLIES), bool),
-           "starts": np.zeros((n, MAX_PLIES), bool), "outcome": np.zeros((n, MAX_PLIES), np.float32),
+           "starts": np.zeros((n, MAX_PLIES), bool), "value_target": np.zeros((n, MAX_PLIES), np.float32),
            "valid": np.zeros((n, MAX_PLIES), bool)}
     for r, row in enumerate(rows):
         at = 0
@@ -210,7 +221,8 @@ def stack_rows(games: list[GameRecord], rows: list[list[int]]) -> dict[str, torc
             game, end = games[g], at + games[g].plies
             out["obs"][r, at:end], out["masks"][r, at:end] = game.obs, game.masks
             out["targets"][r, at:end], out["searched"][r, at:end] = game.targets, game.searched
-            out["starts"][r, at], out["outcome"][r, at:end], out["valid"][r, at:end] = True, game.outcome, True
+            out["starts"][r, at], out["valid"][r, at:end] = True, True
+            out["value_target"][r, at:end] = value_targets(game, value_mix)
             at = end
     return {name: torch.from_numpy(array) for name, array in out.items()}
 
@@ -225,8 +237,8 @@ def expert_loss(policy: MinGRUPolicy, batch: dict[str, torch.Tensor]
     searched, valid = batch["searched"], batch["valid"]
     targets = batch["targets"][searched]
     policy_loss = -(targets * log_probs[searched]).sum(-1).mean()
-    z = batch["outcome"][valid]
-    value_loss = 0.5 * ((values[valid] - z).square() + (logits[..., COIN_VALUE_ROW][valid] + z).square()).mean()
+    y = batch["value_target"][valid]
+    value_loss = 0.5 * ((values[valid] - y).square() + (logits[..., COIN_VALUE_ROW][valid] + y).square()).mean()
     with torch.no_grad():   # softmax, not exp(log_softmax): exp of the -1e4 entries is slow on CPU
         probs = torch.softmax(masked_logits(logits[searched], batch["masks"][searched]), dim=-1)
         entropy = -(probs * log_probs[searched]).sum(-1).mean()
@@ -298,7 +310,7 @@ class ExpertIteration:
             order = torch.randperm(len(self.games), generator=self.generator).numpy()
             rows = pack_rows(self.games, order)
             for first in range(0, len(rows), c.expert_minibatch_rows):
-                batch = stack_rows(self.games, rows[first:first + c.expert_minibatch_rows])
+                batch = stack_rows(self.games, rows[first:first + c.expert_minibatch_rows], c.expert_value_mix)
                 policy_loss, value_loss, parts = expert_loss(self.policy, batch)
                 loss = c.expert_policy_coef * policy_loss + c.vf_coef * value_loss
                 self.optimizer.zero_grad(set_to_none=True)
