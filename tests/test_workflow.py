@@ -191,7 +191,12 @@ def test_reference_config_is_the_published_field():
     assert roster_positions(players)["mcts2k"] == 3 and roster_positions(players)["mcts10k"] == 4
     assert players["puffer40"]["sha256"] == "f58615069b9a0e50105dd54b4729d366d602fe14b957a0042e4dc88089120398"
     assert config["runs"]["candidate"]["total_timesteps"] == 100_000_000
-    assert (players["expert-search"]["run"], config["runs"]["expert"]["init_run"]) == ("expert", "candidate")
+    runs = config["runs"]
+    assert (players["expert-search"]["run"], runs["expert-long"]["init_run"], runs["expert"]["init_run"]) == \
+        ("expert-long", "expert", "candidate")
+    # The chain starts from the default run's candidate and expert networks, setting for setting.
+    default_runs = load_config(CONFIGS / "config.yaml")["runs"]
+    assert (runs["candidate"], runs["expert"]) == (default_runs["candidate"], default_runs["expert"])
     assert {cell.games for cell in match_plan(config)} == {1000} and len(match_plan(config)) == 49
 
 
