@@ -15,6 +15,7 @@ import csv
 import sys
 from pathlib import Path
 
+from gcpipe.errors import UserError
 from gcpipe.match import match
 from gcpipe.match.ledger import wilson_interval
 from gcpipe.players import PlayerBook
@@ -50,6 +51,9 @@ def main(argv: list[str]) -> int:
     book = PlayerBook()
     rows = []
     for run in args.runs:
+        if not checkpoints(run):
+            raise UserError(f"{run} holds no checkpoints/<step>.bin and no final.bin")
+    for run in args.runs:
         for step, file in checkpoints(run):
             name = f"{run.name}-{'final' if step < 0 else step}"
             for o, opponent in enumerate(opponents):
@@ -79,4 +83,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except UserError as error:          # a bad config or player: one line, as the gcpipe commands do
+        print(f"learning_curve: error: {error}", file=sys.stderr)
+        sys.exit(2)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gcpipe import paths
 from gcpipe.config import player_book
+from gcpipe.errors import UserError
 from gcpipe.match import match
 from gcpipe.match.ledger import wilson_interval
 
@@ -54,4 +55,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except UserError as error:          # a bad config or player: one line, as the gcpipe commands do
+        print(f"strength: error: {error}", file=sys.stderr)
+        sys.exit(2)
