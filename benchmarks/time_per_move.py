@@ -2,26 +2,29 @@
 against MCTS plays them), for comparing a search player's budget with MCTS 10K's.
 
     python benchmarks/time_per_move.py --games 20 mcts:10000 search:results/runs/candidate/final.bin:800
+    python benchmarks/time_per_move.py --config config/reference.yaml mcts10k expert-search
 
 Each player plays --games games against greedy from both sides (seeds of roster positions 14 and
 15, which no pipeline cell uses);
 reported: decisions, CPU seconds per decision (thread time, forced single-move decisions included
-for every player alike)."""
+for every player alike).  Players are short specs or, with --config, that config's players."""
 import argparse
 import sys
 import time
 
 import numpy as np
 
+from gcpipe.config import player_book
 from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, GameBatch
+from gcpipe.errors import UserError
 from gcpipe.match import game_seed
 from gcpipe.players import PlayerBook, parse_spec
 
 
-def decision_seconds(spec: str, games: int) -> tuple[int, float]:
+def decision_seconds(spec: str, games: int, book: PlayerBook) -> tuple[int, float]:
     """Decisions of `spec` and their CPU seconds over 2 * games games against greedy, through the
     player protocol (gcpipe.protocol) on one-game batches."""
-    timed, greedy = PlayerBook().resolve(spec).runtime(), parse_spec("greedy").runtime()
+    timed, greedy = book.resolve(spec).runtime(), parse_spec("greedy").runtime()
     for player in (timed, greedy):
         player.start(1)
     decisions, seconds = 0, 0.0
@@ -50,12 +53,18 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("players", nargs="+")
     parser.add_argument("--games", type=int, default=20)
+    parser.add_argument("--config", default=None)
     args = parser.parse_args(argv)
+    book = player_book(args.config)
     for spec in args.players:
-        decisions, seconds = decision_seconds(spec, args.games)
+        decisions, seconds = decision_seconds(spec, args.games, book)
         print(f"{spec}: {decisions} decisions, {1000 * seconds / decisions:.1f} ms CPU per decision", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except UserError as error:          # a bad config or player: one line, as the gcpipe commands do
+        print(f"time_per_move: error: {error}", file=sys.stderr)
+        sys.exit(2)
