@@ -15,10 +15,9 @@ import csv
 import sys
 from pathlib import Path
 
-from gcpipe.errors import UserError
-from gcpipe.match import match
-from gcpipe.match.ledger import wilson_interval
+from gcpipe.errors import UserError, run_script
 from gcpipe.players import PlayerBook
+from strength import both_sides, describe      # benchmarks/strength.py, beside this script
 
 CHECKPOINT_ROSTER, FIRST_OPPONENT_ROSTER = 12, 13
 
@@ -49,31 +48,22 @@ def main(argv: list[str]) -> int:
         print(f"give 1 to {16 - FIRST_OPPONENT_ROSTER} opponents after --")
         return 2
     book = PlayerBook()
-    rows = []
-    for run in args.runs:
-        if not checkpoints(run):
+    saved = {run: checkpoints(run) for run in args.runs}
+    for run, found in saved.items():
+        if not found:
             raise UserError(f"{run} holds no checkpoints/<step>.bin and no final.bin")
-    for run in args.runs:
-        for step, file in checkpoints(run):
+    rows = []
+    for run, found in saved.items():
+        for step, file in found:
             name = f"{run.name}-{'final' if step < 0 else step}"
             for o, opponent in enumerate(opponents):
-                wins = {}
-                for side in ("guerrilla", "coin"):
-                    me, them = f"{name}=net:{file}", opponent
-                    g, c = (me, them) if side == "guerrilla" else (them, me)
-                    rg, rc = ((CHECKPOINT_ROSTER, FIRST_OPPONENT_ROSTER + o) if side == "guerrilla"
-                              else (FIRST_OPPONENT_ROSTER + o, CHECKPOINT_ROSTER))
-                    result = match(g, c, args.games, book=book, workers=args.workers, progress=False,
-                                   out=args.out / run.name / f"{name}_{side}_{o}.jsonl", roster_g=rg, roster_c=rc)
-                    wins[side] = result.summary[f"{side}_wins"]
-                line = [f"{name} vs {opponent}:"]
-                for side in ("guerrilla", "coin"):
-                    low, high = wilson_interval(wins[side], args.games)
-                    line.append(f"as {side} {wins[side]}/{args.games} ({100 * low:.0f}-{100 * high:.0f} %)")
-                print(" ".join(line), flush=True)
+                ledgers = {side: args.out / run.name / f"{name}_{side}_{o}.jsonl" for side in ("guerrilla", "coin")}
+                summaries = both_sides(f"{name}=net:{file}", opponent, args.games,
+                                       (CHECKPOINT_ROSTER, FIRST_OPPONENT_ROSTER + o), ledgers, book, args.workers)
+                print(describe(summaries), flush=True)
                 rows.append({"run": run.name, "step": "final" if step < 0 else step, "opponent": opponent,
-                             "games_per_side": args.games, "wins_as_guerrilla": wins["guerrilla"],
-                             "wins_as_coin": wins["coin"]})
+                             "games_per_side": args.games, "wins_as_guerrilla": summaries["guerrilla"]["guerrilla_wins"],
+                             "wins_as_coin": summaries["coin"]["coin_wins"]})
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "curve.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -83,8 +73,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except UserError as error:          # a bad config or player: one line, as the gcpipe commands do
-        print(f"learning_curve: error: {error}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(run_script(main, sys.argv[1:], "learning_curve"))

@@ -16,9 +16,32 @@ from pathlib import Path
 
 from gcpipe import paths
 from gcpipe.config import player_book
-from gcpipe.errors import UserError
+from gcpipe.errors import run_script
 from gcpipe.match import match
 from gcpipe.match.ledger import wilson_interval
+
+
+def both_sides(player: str, opponent: str, games: int, rosters: tuple[int, int], ledgers: dict[str, Path],
+               book, workers: int | None) -> dict[str, dict]:
+    """`games` games of `player` as Guerrilla and as COIN against `opponent`, the two on roster
+    positions rosters = (player's, opponent's), in ledgers[side]: the two cells' summaries."""
+    a, b = rosters
+    summaries = {}
+    for side, (g, c, rg, rc) in (("guerrilla", (player, opponent, a, b)), ("coin", (opponent, player, b, a))):
+        summaries[side] = match(g, c, games, book=book, workers=workers, progress=False, out=ledgers[side],
+                                roster_g=rg, roster_c=rc).summary
+    return summaries
+
+
+def describe(summaries: dict[str, dict]) -> str:
+    """One line: the player's wins as Guerrilla and as COIN with 95 % Wilson intervals."""
+    guerrilla, coin = summaries["guerrilla"], summaries["coin"]
+    line = [f"{guerrilla['guerrilla']} vs {coin['guerrilla']}:"]
+    for side, wins, games in (("as Guerrilla", guerrilla["guerrilla_wins"], guerrilla["games"]),
+                              ("as COIN", coin["coin_wins"], coin["games"])):
+        low, high = wilson_interval(wins, games)
+        line.append(f"{side} {wins}/{games} ({100 * wins / games:.1f} %, {100 * low:.1f}-{100 * high:.1f})")
+    return " ".join(line)
 
 
 def main(argv: list[str]) -> int:
@@ -38,25 +61,11 @@ def main(argv: list[str]) -> int:
     book = player_book(args.config)
     for p, player in enumerate(args.players):
         for o, opponent in enumerate(opponents):
-            a, b = args.roster + 2 * p, args.roster + 2 * len(args.players) + o
-            cells = {}
-            for side, (g, c, rg, rc) in (("guerrilla", (player, opponent, a, b)), ("coin", (opponent, player, b, a))):
-                result = match(g, c, args.games, book=book, workers=args.workers, progress=False,
-                               out=args.out / f"{side}_{p}_{o}.jsonl", roster_g=rg, roster_c=rc)
-                cells[side] = result.summary
-            guerrilla, coin = cells["guerrilla"], cells["coin"]
-            line = [f"{guerrilla['guerrilla']} vs {coin['guerrilla']}:"]
-            for side, wins, games in (("as Guerrilla", guerrilla["guerrilla_wins"], guerrilla["games"]),
-                                      ("as COIN", coin["coin_wins"], coin["games"])):
-                low, high = wilson_interval(wins, games)
-                line.append(f"{side} {wins}/{games} ({100 * wins / games:.1f} %, {100 * low:.1f}-{100 * high:.1f})")
-            print(" ".join(line), flush=True)
+            rosters = (args.roster + 2 * p, args.roster + 2 * len(args.players) + o)
+            ledgers = {side: args.out / f"{side}_{p}_{o}.jsonl" for side in ("guerrilla", "coin")}
+            print(describe(both_sides(player, opponent, args.games, rosters, ledgers, book, args.workers)), flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except UserError as error:          # a bad config or player: one line, as the gcpipe commands do
-        print(f"strength: error: {error}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(run_script(main, sys.argv[1:], "strength"))

@@ -16,7 +16,7 @@ import numpy as np
 
 from gcpipe.config import player_book
 from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, GameBatch
-from gcpipe.errors import UserError
+from gcpipe.errors import run_script
 from gcpipe.match import game_seed
 from gcpipe.players import PlayerBook, parse_spec
 
@@ -63,8 +63,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except UserError as error:          # a bad config or player: one line, as the gcpipe commands do
-        print(f"time_per_move: error: {error}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(run_script(main, sys.argv[1:], "time_per_move"))

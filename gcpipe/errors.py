@@ -1,5 +1,6 @@
 """Errors a user can cause; the CLI prints them as one line and exits non-zero."""
 import numbers
+import sys
 
 
 class UserError(Exception):
@@ -17,3 +18,13 @@ class MissingExtraError(UserError, ImportError):
 def is_int(value) -> bool:
     """An integer, Python's or numpy's, and not a bool (True is an int to Python, not to a user)."""
     return type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
+
+
+def run_script(main, argv: list[str], name: str) -> int:
+    """`main(argv)` of a script outside the CLI (benchmarks/), a UserError shown as the gcpipe
+    commands show theirs: one line `NAME: error: ...` on stderr and exit status 2."""
+    try:
+        return main(argv)
+    except UserError as error:
+        print(f"{name}: error: {error}", file=sys.stderr)
+        return 2
