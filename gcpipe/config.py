@@ -115,11 +115,14 @@ class _DuplicateKey(yaml.YAMLError):
 
 class _StrictLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a key given twice in one mapping (YAML forbids it; PyYAML
-    would silently keep the last value)."""
+    would silently keep the last value).  A merge key (`<<: *anchor`) is not a key: the base
+    loader merges the anchored mapping, and keys written beside it override its entries."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = self.construct_object(key_node, deep=deep)
             try:
                 if key in seen:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gcpipe.config import load_config
 from gcpipe.match.ledger import read_ledger
 from gcpipe.train.config import make_config
 from gcpipe.train.run import PREVIOUS_STATE_FILE, STATE_FILE, train
@@ -504,6 +505,16 @@ def test_duplicate_yaml_keys_are_refused_by_every_reader(tmp_path):
                                 timeout=120, env=snakemake_env())
         assert result.returncode != 0
         assert f"gcpipe: error: config {config}:5: key 'games' is given twice" in result.stdout + result.stderr
+
+
+def test_yaml_merge_keys_share_settings_and_a_key_beside_them_overrides(tmp_path):
+    config = tmp_path / "merge.yaml"
+    config.write_text("players:\n  r: {kind: random}\nruns:\n  a: &a {total_timesteps: 2048, num_envs: 4, seed: 1}\n"
+                      "  b:\n    <<: *a\n    seed: 2\n")
+    runs = load_config(config)["runs"]
+    assert (runs["b"]["total_timesteps"], runs["b"]["num_envs"], runs["b"]["seed"], runs["a"]["seed"]) == (2048, 4, 2, 1)
+    config.write_text("players:\n  r: {kind: random}\nruns:\n  a: &a {seed: 1}\n  b:\n    <<: *a\n    seed: 2\n    seed: 3\n")
+    one_line_error(run("config", config), rf"config {config}:8: key 'seed' is given twice")
 
 
 def test_engine_calls_with_impossible_values_are_refused():
