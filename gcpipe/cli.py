@@ -374,13 +374,16 @@ def bench_train(envs: int = typer.Option(2048, "--envs", help="Environments (x2 
                 epochs: int = typer.Option(4, "--epochs", help="Timed epochs (after one warm-up epoch)."),
                 threads: int = typer.Option(2, "--threads", help="torch threads."),
                 selfplay: bool = typer.Option(True, "--selfplay/--bot", help="Self-play (2 slots) or bot mode."),
-                train_slot_1: bool = typer.Option(False, "--train-slot-1", help="Also learn from slot 1.")):
-    """PPO end to end: agent steps/s of whole epochs (rollout + update) and of each phase."""
+                train_slot_1: bool = typer.Option(False, "--train-slot-1", help="Also learn from slot 1."),
+                device: str = typer.Option("cpu", "--device", help="cpu, cuda or auto (the run setting `device`).")):
+    """PPO end to end: agent steps/s of whole epochs (rollout + update) and of each phase, the GFLOP/s
+    of each phase, torch's matmul rate at the rollout's shapes and the steps/s it bounds (roofline)."""
     from gcpipe.train.bench import bench_train as run
 
     for key, value in run(num_envs=envs, horizon=horizon, epochs=epochs, threads=threads, selfplay=selfplay,
-                          train_slot_1=train_slot_1).items():
-        typer.echo(f"{key}: {value:,.0f}" if value >= 100 else f"{key}: {value:.3g}")
+                          train_slot_1=train_slot_1, device=device).items():
+        typer.echo(f"{key}: {value}" if isinstance(value, str) else
+                   f"{key}: {value:,.0f}" if value >= 100 else f"{key}: {value:.3g}")
 
 
 @bench_app.command("match")

@@ -82,6 +82,16 @@ def tiny_config_text(**changes) -> str:
     return "players: {r: {kind: random}}\nruns:\n  tiny: " + json.dumps(dict(TINY, **changes)) + "\n"
 
 
+def test_training_on_cuda_where_torch_sees_no_gpu_is_one_line_before_any_step(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(tiny_config_text(device="cuda"))
+    folder = tmp_path / "tiny"
+    result = subprocess.run([GCPIPE, "train", "tiny", "--config", str(config), "--out", str(folder)],
+                            capture_output=True, text=True, timeout=120, env={**_env(), "CUDA_VISIBLE_DEVICES": ""})
+    one_line_error(result, r"run tiny: 'device' is cuda but torch sees no GPU here \(torch .*\); use cpu or auto$")
+    assert not folder.exists()
+
+
 # --- two writers ---------------------------------------------------------------------------
 
 def test_a_second_match_on_the_same_ledger_is_refused_naming_the_first(tmp_path):

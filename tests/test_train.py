@@ -1,6 +1,7 @@
 """PPO training: the numerical pieces against hand-computed values, the self-play bookkeeping,
 the run folder (checkpoint cadence, names, layouts, no-op rerun), exact resume, and learning."""
 import csv
+import json
 import math
 import re
 
@@ -14,7 +15,8 @@ from gcpipe.config import run_config
 from gcpipe.engine import COIN, GUERRILLA
 from gcpipe.errors import UserError
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.train.config import TrainConfig, make_config
+from gcpipe.train.bench import flops_per_step, forward_flops
+from gcpipe.train.config import TrainConfig, make_config, torch_device
 from gcpipe.train.evaluate import win_rate
 from gcpipe.train.muon import Muon, newton_schulz
 from gcpipe.train.ppo import PPO, sample_actions, vtrace_gae
@@ -64,6 +66,7 @@ def test_run_config_is_read_from_the_runs_mapping(tmp_path):
     ({"learning_rate": float("nan")}, "learning_rate: must be a finite number, got nan"),
     ({"layout": "5d"}, "layout: '5d' is not one of 5c, 5c-bias, legacy"),
     ({"side": 1}, "side: 1 is not one of random, guerrilla, coin"),
+    ({"device": "gpu"}, "device: 'gpu' is not one of cpu, cuda, auto"),
     ({"selfplay": "yes"}, "selfplay: must be true or false, got 'yes'"),
     ({"minibatch_size": 100}, "'minibatch_size' (100) must be a multiple of 'horizon' (64)"),
     ({"bot_fraction": 0.9}, "'bot_fraction' + 'historical_fraction' must not exceed 1"),
@@ -98,6 +101,19 @@ def test_vtrace_gae_matches_a_hand_computed_example():
     # Row 1 (c clip 0.5 applies to ratio 1 too): A2 = 0.9, A1 = 0.72*0.5*0.9, A0 = 0.72*0.5*A1.
     expected = torch.tensor([[-0.112, -0.2, 0.88], [0.36 * 0.324, 0.324, 0.9]])
     assert torch.allclose(advantages, expected, atol=1e-6)
+
+
+def test_flops_per_step_counts_the_rows_each_phase_multiplies():
+    """Hand count: a step of the default network is 2 x (120x128 + 2 x 128x384 + 128x257) = 293,120
+    flops.  8 envs x 2 slots x 4 ticks = 64 counted steps; a quarter of the envs play the bot (2 rows
+    no network steps), so the rollout steps 14 rows a tick plus the 8 trained rows' bootstrap:
+    293,120 x (14 x 4 + 8) / 64.  The update passes once over the 32 trained steps with a forward,
+    the weights' gradients and every input gradient but the encoder's (2 x 120x128 = 30,720):
+    32 x (3 x 293,120 - 30,720) / 64."""
+    policy = MinGRUPolicy()
+    assert forward_flops(policy) == 293_120
+    config = make_config(dict(num_envs=8, horizon=4, bot_fraction=0.25, historical_fraction=0.25))
+    assert flops_per_step(config, policy) == {"rollout": 293_120 * 64 / 64, "update": 32 * (3 * 293_120 - 30_720) / 64}
 
 
 def test_newton_schulz_output_is_near_orthogonal():
@@ -300,6 +316,35 @@ def test_checkpoint_cadence_names_layouts_and_noop_rerun(tmp_path):
     lines = []
     train("tiny", config, tmp_path / "tiny", echo=lines.append)
     assert (out / "final.bin").stat().st_mtime_ns == final_mtime and "nothing to do" in lines[0]
+
+
+@pytest.mark.parametrize("sees_gpu", [False, True])
+def test_device_auto_is_cuda_only_where_torch_sees_a_gpu_and_cuda_without_one_is_refused(monkeypatch, sees_gpu):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: sees_gpu)
+    assert torch_device(make_config(dict(device="cpu"))) == torch.device("cpu")
+    assert torch_device(make_config(dict(device="auto"))) == torch.device("cuda" if sees_gpu else "cpu")
+    if sees_gpu:
+        assert torch_device(make_config(dict(device="cuda"))) == torch.device("cuda")
+    else:
+        with pytest.raises(UserError, match=r"^runs.r: 'device' is cuda but torch sees no GPU here"):
+            torch_device(make_config(dict(device="cuda")), where="runs.r")
+
+
+def test_a_run_recorded_before_a_setting_existed_is_the_same_run_with_its_default(tmp_path):
+    """Adding a setting (here device and expert_value_mix) must not retrain or restart old runs:
+    a record without it counts as the default, what the older version trained with."""
+    config = _tiny(total_timesteps=10 * 2 * 16 * 2)
+    out = train("tiny", config, tmp_path / "tiny", echo=lambda line: None)
+    record = json.loads((out / "config.json").read_text())
+    assert record["derived"].pop("device") == "cpu"
+    del record["config"]["device"], record["config"]["expert_value_mix"]
+    (out / "config.json").write_text(json.dumps(record))
+    lines = []
+    train("tiny", config, out, echo=lines.append)
+    assert lines == [f"tiny: already trained ({out / 'final.bin'}), nothing to do"]
+    lines.clear()
+    train("tiny", _tiny(total_timesteps=10 * 2 * 16 * 2, expert_value_mix=0.5), out, echo=lines.append)
+    assert "the settings differ from the run in" in lines[0] and "(expert_value_mix)" in lines[0]
 
 
 def test_legacy_baseline_run_writes_the_legacy_layout(tmp_path):

@@ -1,5 +1,7 @@
 """End-to-end training throughput: agent steps per second of whole PPO epochs (rollout + update),
-with the rollout and update shares, for `gcpipe bench train`."""
+with the rollout and update shares, for `gcpipe bench train`; and the same against this machine's
+roofline — the floating-point work of a step (counted from the network's shapes) at the rate torch
+multiplies the training's matrices here."""
 from __future__ import annotations
 
 import time
@@ -7,21 +9,74 @@ import time
 import torch
 
 from gcpipe.errors import UserError, is_int
-from gcpipe.train.config import make_config
+from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.train.config import TrainConfig, make_config
 from gcpipe.train.ppo import PPO
 
 
+def linear_shapes(policy: MinGRUPolicy) -> list[tuple[int, int]]:
+    """(inputs, outputs) of each matrix product of one step: encoder, each MinGRU layer, decoder."""
+    return [(policy.obs_size, policy.hidden)] + [(policy.hidden, 3 * policy.hidden)] * policy.layers + [
+        (policy.hidden, policy.num_actions + 1)]
+
+
+def forward_flops(policy: MinGRUPolicy) -> int:
+    """Multiply-add work of one row's step, 2 per weight (the elementwise gates are not counted)."""
+    return sum(2 * inputs * outputs for inputs, outputs in linear_shapes(policy))
+
+
+def flops_per_step(config: TrainConfig, policy: MinGRUPolicy) -> dict[str, float]:
+    """Matrix work per agent step (a trained row's decision, the unit of steps/s) of each PPO phase.
+    Rollout: every row a network plays (current policy and frozen snapshots; not the bot's) steps
+    once per tick, plus the bootstrap step of the trained rows.  Update: replay_ratio passes over the
+    trained steps, each a forward, the weights' gradients (as much work again) and the inputs'
+    gradients of every layer but the encoder (whose input is the observation)."""
+    forward = forward_flops(policy)
+    encoder = 2 * policy.obs_size * policy.hidden
+    rows_per_tick = config.num_agents - config.num_bot_envs
+    trained_rows = config.num_envs * (2 if config.train_slot_1 and config.selfplay else 1)
+    trained_steps = trained_rows * config.horizon
+    # The bench and training count every row's decision (steps_per_epoch); per counted step:
+    per_epoch = config.steps_per_epoch
+    rollout = forward * (rows_per_tick * config.horizon + trained_rows) / per_epoch
+    update = config.replay_ratio * trained_steps * (3 * forward - encoder) / per_epoch
+    return {"rollout": rollout, "update": update}
+
+
+def matmul_gflops(policy: MinGRUPolicy, rows: int, seconds: float = 0.5) -> float:
+    """GFLOP/s of torch's float32 matrix products of one step's shapes over `rows` rows, on the
+    current thread count: the rate a perfectly fused implementation's matrix work would run at."""
+    weights = [torch.randn(outputs, inputs) for inputs, outputs in linear_shapes(policy)]
+    inputs = [torch.randn(rows, w.shape[1]) for w in weights]
+    outputs = [torch.empty(rows, w.shape[0]) for w in weights]
+    work = 2 * rows * sum(w.numel() for w in weights)
+
+    def once():
+        for x, w, out in zip(inputs, weights, outputs):
+            torch.mm(x, w.T, out=out)
+
+    once()
+    repeats, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        once()
+        repeats += 1
+    return repeats * work / elapsed / 1e9
+
+
 def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, threads: int = 2,
-                selfplay: bool = True, train_slot_1: bool = False, warmup: int = 1, seed: int = 42) -> dict:
+                selfplay: bool = True, train_slot_1: bool = False, warmup: int = 1, seed: int = 42,
+                device: str = "cpu") -> dict:
     """Runs `warmup` untimed then `epochs` timed epochs of the default model (H=128, L=2) and
-    returns steps/s overall and per phase (a step is one slot's decision, as in training)."""
+    returns steps/s overall and per phase (a step is one slot's decision, as in training), the
+    GFLOP/s each phase reaches, torch's matmul rate at the rollout's shapes, and the steps/s that
+    rate would allow if the whole epoch were its matrix work (the roofline)."""
     for flag, value in (("--horizon", horizon), ("--envs", num_envs), ("--epochs", epochs), ("--threads", threads)):
         if not is_int(value) or value < 1:
             raise UserError(f"{flag} must be an integer >= 1, got {value!r}")
     torch.set_num_threads(threads)
     config = make_config(dict(num_envs=num_envs, horizon=horizon, selfplay=selfplay, train_slot_1=train_slot_1,
                               minibatch_size=min(8192, num_envs * horizon) // horizon * horizon,
-                              total_timesteps=10**12, seed=seed))
+                              total_timesteps=10**12, seed=seed, device=device), where="bench train")
     ppo = PPO(config)
     try:
         for _ in range(warmup):
@@ -38,6 +93,12 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
     finally:
         ppo.env.close()
     steps = epochs * config.steps_per_epoch
+    flops = flops_per_step(config, ppo.policy)
+    peak = matmul_gflops(ppo.policy, rows=config.num_agents) if ppo.device.type == "cpu" else float("nan")
     return {"agent_steps_per_s": steps / (rollout + update), "rollout_steps_per_s": steps / rollout,
             "update_steps_per_s": steps / update, "rollout_share": rollout / (rollout + update),
-            "steps_per_epoch": config.steps_per_epoch, "threads": threads}
+            "rollout_gflops": steps * flops["rollout"] / rollout / 1e9,
+            "update_gflops": steps * flops["update"] / update / 1e9,
+            "matmul_gflops": peak,
+            "roofline_agent_steps_per_s": peak * 1e9 / (flops["rollout"] + flops["update"]),
+            "steps_per_epoch": config.steps_per_epoch, "threads": threads, "device": ppo.device.type}

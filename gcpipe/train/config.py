@@ -104,6 +104,7 @@ class TrainConfig:
     eval_interval: int  # epochs between evaluations against greedy (0: never)
     eval_games: int  # games per side in each evaluation
     seed: int
+    device: str  # cpu | cuda | auto: where training's torch work runs (torch_device)
     max_epochs: int  # stop (without final.bin) after this many epochs; 0 = no limit
 
     @property
@@ -152,6 +153,18 @@ RESULT_NEUTRAL_SETTINGS = ("eval_interval", "eval_games", "max_epochs")
 def result_settings(settings: dict) -> dict:
     """The settings of a run that its weights depend on (all but RESULT_NEUTRAL_SETTINGS)."""
     return {key: value for key, value in settings.items() if key not in RESULT_NEUTRAL_SETTINGS}
+
+
+def torch_device(config: TrainConfig, where: str = "run config"):
+    """The torch device of training's tensors: `device` resolved (auto: CUDA where torch sees a GPU).
+    UserError naming the key for cuda where torch sees none, so a run fails before its first step."""
+    import torch
+
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"{where}: 'device' is cuda but torch sees no GPU here (torch {torch.__version__}, "
+                        f"CUDA build: {torch.version.cuda or 'no'}); use cpu or auto")
+    return torch.device("cuda" if config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+                        else "cpu")
 
 
 def make_config(settings: dict | None = None, where: str = "run config") -> TrainConfig:

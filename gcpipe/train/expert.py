@@ -46,7 +46,7 @@ from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.players import Player, define
 from gcpipe.search.player import SearchPlayer
 from gcpipe.search.settings import SearchSettings, make_settings
-from gcpipe.train.config import TrainConfig
+from gcpipe.train.config import TrainConfig, torch_device
 from gcpipe.train.muon import Muon
 from gcpipe.train.ppo import COIN_VALUE_ROW, cosine_lr, make_policy, masked_logits
 from gcpipe.train.sequence import forward_segments
@@ -231,7 +231,7 @@ def expert_loss(policy: MinGRUPolicy, batch: dict[str, torch.Tensor]
                 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """The policy and value losses of the module docstring on packed rows, and the log's figures."""
     rows = batch["obs"].shape[0]
-    initial = torch.zeros(policy.layers, rows, policy.hidden)
+    initial = torch.zeros(policy.layers, rows, policy.hidden, device=batch["obs"].device)
     logits, values = forward_segments(policy, batch["obs"], initial, batch["starts"])
     log_probs = torch.log_softmax(masked_logits(logits, batch["masks"]), dim=-1)
     searched, valid = batch["searched"], batch["valid"]
@@ -254,8 +254,9 @@ class ExpertIteration:
 
     def __init__(self, config: TrainConfig, init: MinGRUPolicy | None = None, workers: int = 1):
         self.config = c = config
+        self.device = torch_device(c)    # the update's; the self-play search runs in C on the CPU
         self.generator = torch.Generator().manual_seed(c.seed)
-        self.policy = make_policy(c, self.generator)
+        self.policy = make_policy(c, self.generator).to(self.device)
         if init is not None:
             self.policy.load_state_dict(init.state_dict())
         self.optimizer = Muon(self.policy.parameters(), lr=c.learning_rate, momentum=c.muon_momentum)
@@ -311,6 +312,7 @@ class ExpertIteration:
             rows = pack_rows(self.games, order)
             for first in range(0, len(rows), c.expert_minibatch_rows):
                 batch = stack_rows(self.games, rows[first:first + c.expert_minibatch_rows], c.expert_value_mix)
+                batch = {name: tensor.to(self.device) for name, tensor in batch.items()}
                 policy_loss, value_loss, parts = expert_loss(self.policy, batch)
                 loss = c.expert_policy_coef * policy_loss + c.vf_coef * value_loss
                 self.optimizer.zero_grad(set_to_none=True)

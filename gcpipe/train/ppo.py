@@ -23,7 +23,7 @@ from torch import Tensor
 from gcpipe.engine import COIN, PASS_ACTION, SIDE_NAMES
 from gcpipe.engine.vecenv import VecEnv
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.train.config import TrainConfig
+from gcpipe.train.config import TrainConfig, torch_device
 from gcpipe.train.muon import Muon
 from gcpipe.train.pool import OpponentPool
 from gcpipe.train.sequence import forward_segments
@@ -41,7 +41,7 @@ def sample_actions(logits: Tensor, generator: torch.Generator) -> tuple[Tensor, 
     """Actions drawn from softmax(logits) by inverse CDF on one uniform per row, and their log-probs.
     (softmax, not exp(log_softmax): exp of the -1e4 entries takes a slow underflow path on CPU.)"""
     cdf = torch.cumsum(torch.softmax(logits, dim=-1), dim=-1)
-    u = torch.rand(logits.shape[0], 1, generator=generator) * cdf[:, -1:]
+    u = torch.rand(logits.shape[0], 1, generator=generator, device=logits.device) * cdf[:, -1:]
     actions = (cdf < u).sum(dim=-1).clamp_max_(logits.shape[-1] - 1)
     log_probs = torch.log_softmax(logits, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
     return actions, log_probs
@@ -86,8 +86,11 @@ class PPO:
 
     def __init__(self, config: TrainConfig, init: MinGRUPolicy | None = None):
         self.config = c = config
-        self.generator = torch.Generator().manual_seed(c.seed)     # init, sampling, minibatches
-        self.policy = make_policy(c, self.generator)
+        # The network and the epoch buffers live on `device`; the envs' buffers stay on the CPU.
+        self.device = device = torch_device(c)
+        self.generator = torch.Generator().manual_seed(c.seed)     # init; on the CPU also sampling, minibatches
+        self.draws = self.generator if device.type == "cpu" else torch.Generator(device).manual_seed(c.seed)
+        self.policy = make_policy(c, self.generator).to(device)
         if init is not None:       # before the opponent pool's first snapshot, which is this policy
             self.policy.load_state_dict(init.state_dict())
         self.optimizer = Muon(self.policy.parameters(), lr=c.learning_rate, momentum=c.muon_momentum)
@@ -111,7 +114,7 @@ class PPO:
             self.env.opponent_tags[self.first_historical:] = 1 + np.arange(c.num_historical_envs) % min(
                 c.frozen_banks, c.num_historical_envs)
             self.pool = OpponentPool(c.pool_size, c.num_historical_envs, c.frozen_banks, c.seed,
-                                     lambda: make_policy(c))
+                                     lambda: make_policy(c).to(device))
             self.pool.add(0, self.policy)
         self.state = self.policy.initial_state(num_rows)    # recurrent state of every row
         self._allocate_buffers()
@@ -131,31 +134,35 @@ class PPO:
         is_trained[0::slots] = True
         if c.train_slot_1 and c.selfplay:
             is_trained |= is_current
-        self.current_rows = torch.nonzero(is_current).view(-1)
-        self.trained_rows = torch.nonzero(is_trained).view(-1)
+        # Row indices on the CPU (the env buffers') and on the device (the network's tensors).
+        self.current_rows_cpu = torch.nonzero(is_current).view(-1)
+        self.trained_rows_cpu = torch.nonzero(is_trained).view(-1)
+        self.current_rows = self.current_rows_cpu.to(self.device)
+        self.trained_rows = self.trained_rows_cpu.to(self.device)
+        self.historical_rows_device = self.historical_rows.to(self.device)
         # Positions of the trained rows inside the current-policy batch.
         self.trained_in_current = torch.searchsorted(self.current_rows, self.trained_rows)
         self.all_current = bool(is_current.all())
         self.all_trained = bool(is_trained.all())
 
     def _allocate_buffers(self) -> None:
-        """The epoch buffers, segment-major [trained rows, horizon, ...]."""
-        rows, horizon = len(self.trained_rows), self.config.horizon
-        self.buf_obs = torch.zeros(rows, horizon, self.obs.shape[1], dtype=torch.uint8)
-        self.buf_masks = torch.zeros(rows, horizon, self.masks.shape[1], dtype=torch.bool)
-        self.buf_actions = torch.zeros(rows, horizon, dtype=torch.int64)
-        self.buf_logprobs = torch.zeros(rows, horizon)
-        self.buf_values = torch.zeros(rows, horizon)
-        self.buf_rewards = torch.zeros(rows, horizon)
-        self.buf_terminals = torch.zeros(rows, horizon)
-        self.buf_starts = torch.zeros(rows, horizon, dtype=torch.bool)
-        self.buf_coin = torch.zeros(rows, horizon, dtype=torch.bool)   # side_value: the row plays COIN
-        self.buf_initial_state = torch.zeros(self.policy.layers, rows, self.policy.hidden)
-        self.buf_bootstrap = torch.zeros(rows)
+        """The epoch buffers, segment-major [trained rows, horizon, ...], on the device."""
+        rows, horizon, device = len(self.trained_rows), self.config.horizon, self.device
+        self.buf_obs = torch.zeros(rows, horizon, self.obs.shape[1], dtype=torch.uint8, device=device)
+        self.buf_masks = torch.zeros(rows, horizon, self.masks.shape[1], dtype=torch.bool, device=device)
+        self.buf_actions = torch.zeros(rows, horizon, dtype=torch.int64, device=device)
+        self.buf_logprobs = torch.zeros(rows, horizon, device=device)
+        self.buf_values = torch.zeros(rows, horizon, device=device)
+        self.buf_rewards = torch.zeros(rows, horizon, device=device)
+        self.buf_terminals = torch.zeros(rows, horizon, device=device)
+        self.buf_starts = torch.zeros(rows, horizon, dtype=torch.bool, device=device)
+        self.buf_coin = torch.zeros(rows, horizon, dtype=torch.bool, device=device)   # side_value: the row plays COIN
+        self.buf_initial_state = torch.zeros(self.policy.layers, rows, self.policy.hidden, device=device)
+        self.buf_bootstrap = torch.zeros(rows, device=device)
 
     def _coin_rows(self) -> Tensor:
         """Which rows play COIN in the games now in the env's observations."""
-        return torch.from_numpy(self.env.slot_sides == COIN).view(-1)
+        return torch.from_numpy(self.env.slot_sides == COIN).view(-1).to(self.device)
 
     # ---------------------------------------------------------------- rollout
     @torch.inference_mode()
@@ -164,19 +171,21 @@ class PPO:
         c = self.config
         self.buf_initial_state.copy_(self.state[:, self.trained_rows])
         for t in range(c.horizon):
+            # The env's observations on the network's device (the same tensors on the CPU).
+            all_obs, all_masks = self.obs.to(self.device), self.masks.to(self.device)
             # Current policy: one forward over all of its rows, both slots at once.
             rows = None if self.all_current else self.current_rows
-            obs = self.obs if rows is None else self.obs[rows]
-            mask = self.masks if rows is None else self.masks[rows]
+            obs = all_obs if rows is None else all_obs[rows]
+            mask = all_masks if rows is None else all_masks[rows]
             state = self.state if rows is None else self.state[:, rows]
             logits, values, state = self.policy.step(obs, state)
-            actions, logprobs = sample_actions(masked_logits(logits, mask), self.generator)
+            actions, logprobs = sample_actions(masked_logits(logits, mask), self.draws)
             if rows is None:
                 self.state = state
                 self.actions.copy_(actions)
             else:
                 self.state[:, rows] = state
-                self.actions[rows] = actions.to(torch.int32)
+                self.actions[self.current_rows_cpu] = actions.to("cpu", torch.int32)
             pick = None if self.all_trained and rows is None else self.trained_in_current
             take = (lambda x: x) if pick is None else (lambda x: x[pick])
             if self.side_value:
@@ -192,16 +201,17 @@ class PPO:
             # Frozen opponents: one forward per snapshot in use.
             if self.pool is not None:
                 for model, envs in self.pool.groups():
-                    rows_h = self.historical_rows[torch.from_numpy(envs)]
-                    logits, _, state = model.step(self.obs[rows_h], self.state[:, rows_h])
+                    envs = torch.from_numpy(envs)
+                    rows_h = self.historical_rows_device[envs.to(self.device)]
+                    logits, _, state = model.step(all_obs[rows_h], self.state[:, rows_h])
                     self.state[:, rows_h] = state
-                    self.actions[rows_h] = sample_actions(masked_logits(logits, self.masks[rows_h]),
-                                                          self.generator)[0].to(torch.int32)
+                    self.actions[self.historical_rows[envs]] = sample_actions(
+                        masked_logits(logits, all_masks[rows_h]), self.draws)[0].to("cpu", torch.int32)
 
             self.env.step()
 
-            rewards = self.rewards.clamp(-1.0, 1.0)
-            done = self.terminals.to(torch.float32)
+            rewards = self.rewards.to(self.device).clamp(-1.0, 1.0)
+            done = self.terminals.to(self.device, torch.float32)
             self.buf_rewards[:, t] = rewards[self.trained_rows]
             self.buf_terminals[:, t] = done[self.trained_rows]
             if t + 1 < c.horizon:
@@ -214,7 +224,8 @@ class PPO:
                     self.pool.episodes_ended(ended)
 
         # The value after the last step, for the segments' bootstrap.
-        logits, values, _ = self.policy.step(self.obs[self.trained_rows], self.state[:, self.trained_rows])
+        logits, values, _ = self.policy.step(self.obs.to(self.device)[self.trained_rows],
+                                             self.state[:, self.trained_rows])
         coin = self._coin_rows()[self.trained_rows] if self.side_value else None
         self.buf_bootstrap.copy_(side_values(logits, values, coin))
         self.global_step += c.steps_per_epoch
@@ -243,7 +254,7 @@ class PPO:
             advantages = vtrace_gae(self.buf_rewards, values, self.buf_terminals, self.buf_bootstrap, ratios, **gae)
             priority = advantages.abs().sum(dim=1).pow(c.prio_alpha).nan_to_num(0.0, 0.0, 0.0)
             probs = (priority + 1e-6) / (priority.sum() + 1e-6)
-            idx = torch.multinomial(probs, mb_segments, replacement=False, generator=self.generator)
+            idx = torch.multinomial(probs, mb_segments, replacement=False, generator=self.draws)
             weights = (segments * probs[idx, None]).pow(-beta)
 
             mb_values = values[idx]
@@ -302,16 +313,17 @@ class PPO:
     # ---------------------------------------------------------------- resume
     def state_dict(self) -> dict:
         return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "generator": self.generator.get_state(), "epoch": self.epoch, "global_step": self.global_step,
-                "recurrent_state": self.state.clone(), "env": self.env.get_state(),
+                "generator": self.generator.get_state(), "draws": self.draws.get_state(), "epoch": self.epoch,
+                "global_step": self.global_step, "recurrent_state": self.state.clone(), "env": self.env.get_state(),
                 "pool": None if self.pool is None else self.pool.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
+        self.draws.set_state(state.get("draws", state["generator"]))   # states from before devices: one generator
         self.epoch, self.global_step = state["epoch"], state["global_step"]
-        self.state = state["recurrent_state"].clone()
+        self.state = state["recurrent_state"].to(self.device, copy=True)
         self.env.set_state(state["env"])
         if self.pool is not None:
             self.pool.load_state_dict(state["pool"])

@@ -42,7 +42,7 @@ from gcpipe.io import (atomic_write_json, checksum_path, checksum_problem, keep_
                        remove_stale_temps, write_checked)
 from gcpipe.nn import checkpoint
 from gcpipe.progress import Meter
-from gcpipe.train.config import TrainConfig, result_settings
+from gcpipe.train.config import TrainConfig, result_settings, run_schema, torch_device
 from gcpipe.train.evaluate import win_rate
 from gcpipe.train.expert import LOG_FIELDS as EXPERT_LOG_FIELDS
 from gcpipe.train.ppo import PPO
@@ -71,6 +71,7 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
             raise UserError(f"--threads must be positive, got {threads}")
         torch.set_num_threads(threads)
     say = echo or _stderr
+    device = torch_device(config, where=f"run {run}")
     init_path = Path(init) if init is not None else paths.final_checkpoint(config.init_run) if config.init_run else None
     init_checkpoint = checkpoint.load(init_path) if init_path is not None else None
     if init_checkpoint is not None and init_checkpoint.model.bias != config.bias:
@@ -80,7 +81,7 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
         raise UserError(f"init checkpoint {init_path} (layout {init_checkpoint.layout}) {what}")
     record = {"run": run, "config": config.to_dict(),
               "derived": {"num_agents": config.num_agents, "steps_per_epoch": config.steps_per_epoch,
-                          "total_epochs": config.total_epochs,
+                          "total_epochs": config.total_epochs, "device": device.type,
                           "init_sha256": init_checkpoint.sha256 if init_checkpoint else None}}
     with locked_folder(out, "run folder"):
         for folder in (out, out / "checkpoints"):
@@ -176,7 +177,8 @@ def _read_state(path: Path, metrics: Path) -> tuple[dict | None, str | None]:
     if problem:
         return None, problem
     try:
-        state = torch.load(io.BytesIO(data), weights_only=False)
+        # On the CPU first: the trainer moves what it needs to its device.
+        state = torch.load(io.BytesIO(data), weights_only=False, map_location="cpu")
     except Exception as error:   # torch's errors for a damaged pickle are of many types
         return None, f"torch cannot read it ({type(error).__name__})"
     try:
@@ -300,8 +302,12 @@ def _read_json(path: Path) -> dict | None:
 
 
 def _comparable(record: dict) -> dict:
-    return {"run": record.get("run"), "config": result_settings(record.get("config", {})),
-            "init": record.get("derived", {}).get("init_sha256")}
+    """What a run's weights depend on.  A setting missing from an older record (one added since)
+    counts as its default, which is what that version trained with; so is the device (cpu)."""
+    defaults = {key: spec["default"] for key, spec in run_schema()["properties"].items()}
+    derived = record.get("derived", {})
+    return {"run": record.get("run"), "config": result_settings({**defaults, **record.get("config", {})}),
+            "init": derived.get("init_sha256"), "device": derived.get("device", "cpu")}
 
 
 def _differences(previous: dict, record: dict) -> str:
@@ -309,6 +315,7 @@ def _differences(previous: dict, record: dict) -> str:
     keys = sorted(key for key in set(before["config"]) | set(now["config"])
                   if before["config"].get(key) != now["config"].get(key))
     return ", ".join(keys + ["the init checkpoint"] * (before["init"] != now["init"]) +
+                     [f"the device ({before['device']} -> {now['device']})"] * (before["device"] != now["device"]) +
                      ["the run name"] * (before["run"] != now["run"])) or "settings"
 
 
