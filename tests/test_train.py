@@ -347,6 +347,29 @@ def test_a_run_recorded_before_a_setting_existed_is_the_same_run_with_its_defaul
     assert "the settings differ from the run in" in lines[0] and "(expert_value_mix)" in lines[0]
 
 
+def test_another_device_keeps_a_finished_run_and_starts_a_stopped_one_over(tmp_path):
+    """A run saved on CUDA (its record says so) is not retrained on the CPU once finished; stopped,
+    its state (CUDA random streams) cannot continue here, so it starts over, saying what it discards."""
+    def saved_on_cuda(out):
+        record = json.loads((out / "config.json").read_text())
+        record["derived"]["device"] = "cuda"
+        (out / "config.json").write_text(json.dumps(record))
+
+    finished = train("tiny", _tiny(total_timesteps=10 * 2 * 16 * 2), tmp_path / "finished", echo=lambda line: None)
+    saved_on_cuda(finished)
+    lines = []
+    train("tiny", _tiny(total_timesteps=10 * 2 * 16 * 2, device="auto"), finished, echo=lines.append)
+    assert lines == [f"tiny: already trained ({finished / 'final.bin'}), nothing to do"]
+    stopped = train("tiny", _tiny(total_timesteps=10 * 2 * 16 * 4, max_epochs=2), tmp_path / "stopped",
+                    echo=lambda line: None)
+    saved_on_cuda(stopped)
+    lines.clear()
+    train("tiny", _tiny(total_timesteps=10 * 2 * 16 * 4), stopped, echo=lines.append)
+    assert lines[0] == (f"tiny: the run in {stopped} was saved on cuda and continues only there; starting over "
+                        f"on cpu, which discards 1 checkpoint(s), state.pt")
+    assert json.loads((stopped / "config.json").read_text())["derived"]["device"] == "cpu"
+
+
 def test_legacy_baseline_run_writes_the_legacy_layout(tmp_path):
     config = make_config(dict(selfplay=False, opponent="greedy", layout="legacy", num_envs=8, horizon=16,
                               minibatch_size=64, total_timesteps=8 * 16 * 2, checkpoint_interval=1))

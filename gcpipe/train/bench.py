@@ -78,6 +78,8 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
                               minibatch_size=min(8192, num_envs * horizon) // horizon * horizon,
                               total_timesteps=10**12, seed=seed, device=device), where="bench train")
     ppo = PPO(config)
+    # CUDA work is asynchronous: each phase is timed to its end.
+    finish = torch.cuda.synchronize if ppo.device.type == "cuda" else (lambda: None)
     try:
         for _ in range(warmup):
             ppo.collect()
@@ -86,8 +88,10 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
         for _ in range(epochs):
             t0 = time.perf_counter()
             ppo.collect()
+            finish()
             t1 = time.perf_counter()
             ppo.update()
+            finish()
             t2 = time.perf_counter()
             rollout, update = rollout + t1 - t0, update + t2 - t1
     finally:

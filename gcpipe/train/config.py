@@ -147,7 +147,10 @@ class TrainConfig:
 # trains with and without it and compares the bytes), and max_epochs only says where a run
 # stops.  Changing them neither retrains a finished run nor restarts a stopped one.
 # checkpoint_interval is not among them: PPO's opponent pool takes its snapshots at checkpoints.
-RESULT_NEUTRAL_SETTINGS = ("eval_interval", "eval_games", "max_epochs")
+# `device`, like the thread count, says where the sums run rather than what the run is: a finished
+# run is not retrained on another device, and a stopped one continues only on the device it was
+# saved on (gcpipe/train/run.py starts it over elsewhere, saying so).
+RESULT_NEUTRAL_SETTINGS = ("eval_interval", "eval_games", "max_epochs", "device")
 
 
 def result_settings(settings: dict) -> dict:

@@ -103,9 +103,16 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
             say(f"{run}: the settings differ from the run in {out} ({_differences(previous, record)}); starting "
                 f"over, which discards {_describe(_saved_files(out))}")
 
+        resume = same_config and not restart
+        saved_on = previous.get("derived", {}).get("device", "cpu") if previous is not None else device.type
+        if resume and saved_on != device.type and _saved_files(out):
+            # Its saved state holds that device's random streams: another device would be another run.
+            say(f"{run}: the run in {out} was saved on {saved_on} and continues only there; starting over on "
+                f"{device.type}, which discards {_describe(_saved_files(out))}")
+            resume = False
         trainer = _trainer(config, init_checkpoint)
         try:
-            elapsed_before = _open_run(run, out, trainer, resume=same_config and not restart, say=say)
+            elapsed_before = _open_run(run, out, trainer, resume=resume, say=say)
             atomic_write_json(out / "config.json", record)
             _epochs(run, trainer, out, elapsed_before, echo)
         finally:
@@ -303,11 +310,10 @@ def _read_json(path: Path) -> dict | None:
 
 def _comparable(record: dict) -> dict:
     """What a run's weights depend on.  A setting missing from an older record (one added since)
-    counts as its default, which is what that version trained with; so is the device (cpu)."""
+    counts as its default, which is what that version trained with."""
     defaults = {key: spec["default"] for key, spec in run_schema()["properties"].items()}
-    derived = record.get("derived", {})
     return {"run": record.get("run"), "config": result_settings({**defaults, **record.get("config", {})}),
-            "init": derived.get("init_sha256"), "device": derived.get("device", "cpu")}
+            "init": record.get("derived", {}).get("init_sha256")}
 
 
 def _differences(previous: dict, record: dict) -> str:
@@ -315,7 +321,6 @@ def _differences(previous: dict, record: dict) -> str:
     keys = sorted(key for key in set(before["config"]) | set(now["config"])
                   if before["config"].get(key) != now["config"].get(key))
     return ", ".join(keys + ["the init checkpoint"] * (before["init"] != now["init"]) +
-                     [f"the device ({before['device']} -> {now['device']})"] * (before["device"] != now["device"]) +
                      ["the run name"] * (before["run"] != now["run"])) or "settings"
 
 
