@@ -9,7 +9,8 @@ a state of the same settings reloads it, cuts metrics.csv back to the rows writt
 replays the epochs since, which — with the same config, seeds and thread count — gives the same
 bytes as a run that was never stopped; so rerunning a killed `gcpipe train` (or its Snakemake
 job) continues it.  Changed settings (other than RESULT_NEUTRAL_SETTINGS) or another init
-checkpoint, or `restart=True`, start the run over.
+checkpoint, or `restart=True`, start the run over; so does continuing on another torch device (a
+saved state holds its device's random streams; a finished run is kept).
 
 Safety: the trainer holds an exclusive lock on the run folder (a second trainer of the same
 folder is refused with the holder's PID) and removes temp files of killed writes.  state.pt,
