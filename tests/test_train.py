@@ -109,11 +109,22 @@ def test_flops_per_step_counts_the_rows_each_phase_multiplies():
     no network steps), so the rollout steps 14 rows a tick plus the 8 trained rows' bootstrap:
     293,120 x (14 x 4 + 8) / 64.  The update passes once over the 32 trained steps with a forward,
     the weights' gradients and every input gradient but the encoder's (2 x 120x128 = 30,720):
-    32 x (3 x 293,120 - 30,720) / 64."""
+    32 x (3 x 293,120 - 30,720) / 64.  With train_slot_1, slot 1 of the 4 current-policy envs is
+    trained too: 12 trained rows, 48 trained steps."""
     policy = MinGRUPolicy()
     assert forward_flops(policy) == 293_120
-    config = make_config(dict(num_envs=8, horizon=4, bot_fraction=0.25, historical_fraction=0.25))
-    assert flops_per_step(config, policy) == {"rollout": 293_120 * 64 / 64, "update": 32 * (3 * 293_120 - 30_720) / 64}
+    settings = dict(num_envs=8, horizon=4, bot_fraction=0.25, historical_fraction=0.25)
+    ppo = PPO(make_config(settings))
+    try:
+        assert flops_per_step(ppo) == {"rollout": 293_120 * 64 / 64, "update": 32 * (3 * 293_120 - 30_720) / 64}
+    finally:
+        ppo.close()
+    ppo = PPO(make_config(dict(settings, train_slot_1=True)))
+    try:
+        assert flops_per_step(ppo) == {"rollout": 293_120 * (14 * 4 + 12) / 64,
+                                       "update": 48 * (3 * 293_120 - 30_720) / 64}
+    finally:
+        ppo.close()
 
 
 def test_newton_schulz_output_is_near_orthogonal():

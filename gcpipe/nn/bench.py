@@ -18,11 +18,6 @@ from gcpipe.nn.inference import best_simd
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.player import NetworkPlayer
 
-# Multiply-adds of one network step with outputs (H = 128, L = 2): the encoder's 120 inputs (the C
-# step skips the zero ones), two 128 x 384 MinGRU projections and the 128 x 257 decoder.
-_DENSE_MACS = 2 * 128 * 384 + 128 * 257
-
-
 def bench_net(games: int = 4096, plies: int = 300, workers: int = 1, full_turn: bool = False,
               checkpoint: str | None = None, seed: int = 1, warmup: int = 10, simd: str = "best") -> dict:
     """Plays `plies` plies in each of `games` concurrent games (split over `workers` processes) and
@@ -45,11 +40,16 @@ def bench_net(games: int = 4096, plies: int = 300, workers: int = 1, full_turn: 
     seconds = max(r["seconds"] for r in results)
     net_seconds = sum(r["network_seconds"] for r in results)
     forwards, advances = sum(r["forwards"] for r in results), sum(r["advances"] for r in results)
+    # Dense multiply-adds: the MinGRU projections on every step, the decoder on steps with outputs;
+    # not the encoder, whose zero inputs the C step skips.
+    _, *projections, (decoder_in, decoder_out) = source.model.matrix_shapes()
+    recurrent_macs = sum(inputs * outputs for inputs, outputs in projections)
     return {"games": games, "plies": plies, "workers": workers, "simd": best_simd() if simd == "best" else simd,
             "mode": "full-turn" if full_turn else "actor-only",
             "game_steps_per_s": games * plies / seconds, "seconds": seconds,
             "network_share": net_seconds / sum(r["seconds"] for r in results),
-            "network_gflops_per_worker": 2e-9 * (forwards * _DENSE_MACS + advances * 2 * 128 * 384) / net_seconds,
+            "network_gflops_per_worker": 2e-9 * (forwards * (recurrent_macs + decoder_in * decoder_out)
+                                                 + advances * recurrent_macs) / net_seconds,
             "games_finished": sum(r["games_finished"] for r in results)}
 
 

@@ -45,6 +45,12 @@ class MinGRUPolicy(nn.Module):
             if linear.bias is not None:
                 linear.bias.zero_()
 
+    def matrix_shapes(self) -> list[tuple[int, int]]:
+        """(inputs, outputs) of each matrix product of a step, in order: encoder, each MinGRU
+        layer's projection, decoder (what benchmarks count as the step's floating-point work)."""
+        return ([(self.obs_size, self.hidden)] + [(self.hidden, 3 * self.hidden)] * self.layers
+                + [(self.hidden, self.num_actions + 1)])
+
     def initial_state(self, batch: int) -> Tensor:
         return torch.zeros(self.layers, batch, self.hidden, device=self.encoder.weight.device)
 

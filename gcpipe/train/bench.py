@@ -10,43 +10,35 @@ import torch
 
 from gcpipe.errors import UserError, is_int
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.train.config import TrainConfig, make_config
+from gcpipe.train.config import make_config
 from gcpipe.train.ppo import PPO
-
-
-def linear_shapes(policy: MinGRUPolicy) -> list[tuple[int, int]]:
-    """(inputs, outputs) of each matrix product of one step: encoder, each MinGRU layer, decoder."""
-    return [(policy.obs_size, policy.hidden)] + [(policy.hidden, 3 * policy.hidden)] * policy.layers + [
-        (policy.hidden, policy.num_actions + 1)]
 
 
 def forward_flops(policy: MinGRUPolicy) -> int:
     """Multiply-add work of one row's step, 2 per weight (the elementwise gates are not counted)."""
-    return sum(2 * inputs * outputs for inputs, outputs in linear_shapes(policy))
+    return sum(2 * inputs * outputs for inputs, outputs in policy.matrix_shapes())
 
 
-def flops_per_step(config: TrainConfig, policy: MinGRUPolicy) -> dict[str, float]:
-    """Matrix work per agent step (a trained row's decision, the unit of steps/s) of each PPO phase.
+def flops_per_step(ppo: PPO) -> dict[str, float]:
+    """Matrix work per agent step (one row's decision, the unit of steps/s) of each phase of `ppo`.
     Rollout: every row a network plays (current policy and frozen snapshots; not the bot's) steps
     once per tick, plus the bootstrap step of the trained rows.  Update: replay_ratio passes over the
     trained steps, each a forward, the weights' gradients (as much work again) and the inputs'
     gradients of every layer but the encoder (whose input is the observation)."""
+    c, policy = ppo.config, ppo.policy
     forward = forward_flops(policy)
-    encoder = 2 * policy.obs_size * policy.hidden
-    rows_per_tick = config.num_agents - config.num_bot_envs
-    trained_rows = config.num_envs * (2 if config.train_slot_1 and config.selfplay else 1)
-    trained_steps = trained_rows * config.horizon
-    # The bench and training count every row's decision (steps_per_epoch); per counted step:
-    per_epoch = config.steps_per_epoch
-    rollout = forward * (rows_per_tick * config.horizon + trained_rows) / per_epoch
-    update = config.replay_ratio * trained_steps * (3 * forward - encoder) / per_epoch
+    (encoder_in, encoder_out), *_ = policy.matrix_shapes()
+    rows_per_tick = len(ppo.current_rows) + len(ppo.historical_rows)
+    trained_rows = len(ppo.trained_rows)
+    rollout = forward * (rows_per_tick * c.horizon + trained_rows) / c.steps_per_epoch
+    update = c.replay_ratio * trained_rows * c.horizon * (3 * forward - 2 * encoder_in * encoder_out) / c.steps_per_epoch
     return {"rollout": rollout, "update": update}
 
 
 def matmul_gflops(policy: MinGRUPolicy, rows: int, seconds: float = 0.5) -> float:
     """GFLOP/s of torch's float32 matrix products of one step's shapes over `rows` rows, on the
     current thread count: the rate a perfectly fused implementation's matrix work would run at."""
-    weights = [torch.randn(outputs, inputs) for inputs, outputs in linear_shapes(policy)]
+    weights = [torch.randn(outputs, inputs) for inputs, outputs in policy.matrix_shapes()]
     inputs = [torch.randn(rows, w.shape[1]) for w in weights]
     outputs = [torch.empty(rows, w.shape[0]) for w in weights]
     work = 2 * rows * sum(w.numel() for w in weights)
@@ -97,7 +89,7 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
     finally:
         ppo.env.close()
     steps = epochs * config.steps_per_epoch
-    flops = flops_per_step(config, ppo.policy)
+    flops = flops_per_step(ppo)
     peak = matmul_gflops(ppo.policy, rows=config.num_agents) if ppo.device.type == "cpu" else float("nan")
     return {"agent_steps_per_s": steps / (rollout + update), "rollout_steps_per_s": steps / rollout,
             "update_steps_per_s": steps / update, "rollout_share": rollout / (rollout + update),

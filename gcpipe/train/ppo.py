@@ -136,9 +136,8 @@ class PPO:
             is_trained |= is_current
         # Row indices on the CPU (the env buffers') and on the device (the network's tensors).
         self.current_rows_cpu = torch.nonzero(is_current).view(-1)
-        self.trained_rows_cpu = torch.nonzero(is_trained).view(-1)
         self.current_rows = self.current_rows_cpu.to(self.device)
-        self.trained_rows = self.trained_rows_cpu.to(self.device)
+        self.trained_rows = torch.nonzero(is_trained).view(-1).to(self.device)
         self.historical_rows_device = self.historical_rows.to(self.device)
         # Positions of the trained rows inside the current-policy batch.
         self.trained_in_current = torch.searchsorted(self.current_rows, self.trained_rows)
