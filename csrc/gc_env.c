@@ -9,10 +9,15 @@ static uint64_t splitmix64(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
+/* The built-in bot that moves for `side`. */
+static const gc_bot *bot_for(const gc_vec *v, int side) {
+    return &v->bots[side - GC_GUERRILLA];
+}
+
 /* Bot mode: the bot plays until it is the agent's turn or the game is over. */
 static int bot_replies(gc_vec *v, gc_env *e) {
     while (!e->game.winner && e->game.to_move != e->slot0_side) {
-        int action = gc_bot_choose(&e->game, &v->bot, v->mcts);
+        int action = gc_bot_choose(&e->game, bot_for(v, e->game.to_move), v->mcts);
         if (action < 0) return action == -1 ? 0 : action;  /* -1: no move, the rules ended the game */
         gc_apply(&e->game, action);
     }
@@ -85,14 +90,19 @@ int gc_vec_init(gc_vec *v) {
         !v->opponent_tags || !v->slot_sides)
         return -1;
     v->num_slots = v->selfplay ? 2 : 1;
-    /* Bot mode's opponent, and in self-play the player of slot 1 in envs tagged < 0. */
-    const gc_bot *b = &v->bot;
-    if (b->kind < GC_BOT_RANDOM || b->kind > GC_BOT_MCTS) return -1;
-    if (b->kind == GC_BOT_MCTS) {
+    /* Bot mode's opponent, and in self-play the player of slot 1 in envs tagged < 0, per side. */
+    int pool_iterations = 0;  /* the largest MCTS bot's: the bots never search at once */
+    for (int k = 0; k < 2; k++) {
+        const gc_bot *b = &v->bots[k];
+        if (b->kind < GC_BOT_RANDOM || b->kind > GC_BOT_MCTS) return -1;
+        if (b->kind != GC_BOT_MCTS) continue;
         if (b->iterations < 1 || (b->rollout != GC_ROLLOUT_RANDOM && b->rollout != GC_ROLLOUT_GREEDY))
             return -1;
+        if (b->iterations > pool_iterations) pool_iterations = b->iterations;
+    }
+    if (pool_iterations) {
         gc_vec_close(v);
-        v->mcts = gc_mcts_new(b->iterations + 1);  /* a search of N iterations uses N + 1 nodes */
+        v->mcts = gc_mcts_new(pool_iterations + 1);  /* a search of N iterations uses N + 1 nodes */
         if (!v->mcts) return -1;
     }
     return 0;
@@ -129,7 +139,7 @@ int gc_vec_step(gc_vec *v) {
         int actor = actor_side == e->slot0_side ? 0 : 1;
         int action;
         if (actor == 1 && v->opponent_tags[i] < 0) {  /* self-play against the built-in bot */
-            action = gc_bot_choose(g, &v->bot, v->mcts);
+            action = gc_bot_choose(g, bot_for(v, actor_side), v->mcts);
             if (action < 0) return action;  /* the game is live, so only a bot error gets here */
         } else {
             action = v->actions[(size_t)i * slots + actor];

@@ -50,8 +50,10 @@ typedef struct {
     int side;                 /* 0 random per game, GC_GUERRILLA or GC_COIN: slot 0's side */
     int max_episode_length;   /* timeout in ticks (rules.md §4.4) */
     uint32_t seed;            /* base seed of the env generators */
-    gc_bot bot;               /* bot mode: the opponent; self-play: slot 1 of the envs tagged < 0 */
-    gc_mcts *mcts;            /* an MCTS bot's node pool (gc_vec_init) */
+    gc_bot bots[2];           /* the built-in bot by the side it plays, bots[GC_GUERRILLA - 1] and
+                               * bots[GC_COIN - 1]: bot mode's opponent, self-play's slot 1 in the
+                               * envs tagged < 0 */
+    gc_mcts *mcts;            /* the MCTS bots' node pool (gc_vec_init) */
     gc_env *envs;             /* num_envs entries, caller-owned */
     uint8_t *observations;
     uint8_t *action_masks;
@@ -64,7 +66,7 @@ typedef struct {
     gc_env_log log;
 } gc_vec;
 
-/* Checks the configuration, sets num_slots and, for an MCTS opponent, allocates its node pool
+/* Checks the configuration, sets num_slots and, for MCTS bots, allocates their node pool
  * (the only allocation; gc_vec_close frees it).  Returns 0, or -1 for a bad configuration
  * (sizes, side, timeout, bot kind, MCTS settings) or when the pool cannot be allocated. */
 int gc_vec_init(gc_vec *v);

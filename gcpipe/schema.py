@@ -95,6 +95,9 @@ def _describe(error) -> str:
         what = "needs exactly one of " + " or ".join(
             f"'{key}'" + (f" ({properties[key]['description']})" if "description" in properties.get(key, {}) else "")
             for key in keys)
+    elif error.validator == "oneOf" and not isinstance(instance, dict):
+        # A value that fits no form (e.g. a kind or a mapping of kinds): list the forms.
+        what = f"{instance!r} is not " + " nor ".join(_form(branch) for branch in error.validator_value)
     elif error.validator == "enum":
         what = f"{instance!r} is not one of {', '.join(map(str, error.validator_value))}"
     elif error.validator == "type":
@@ -114,6 +117,17 @@ def _describe(error) -> str:
     else:
         what = error.message
     return f"{where}: {what}" if where else what
+
+
+def _form(branch: dict) -> str:
+    """A oneOf branch in words: its enum or its mapping's keys (one "#/$defs/X" reference followed)."""
+    if "$ref" in branch:
+        branch = _schema()["$defs"][branch["$ref"].rsplit("/", 1)[1]]
+    if "enum" in branch:
+        return "one of " + ", ".join(map(str, branch["enum"]))
+    if branch.get("type") == "object":
+        return "a mapping with keys " + " and ".join(branch.get("properties", {}))
+    return _TYPE_WORDS.get(branch.get("type"), str(branch))
 
 
 def check(instance, schema: dict, where: str = "") -> object:

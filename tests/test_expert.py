@@ -90,7 +90,7 @@ def test_packed_rows_hold_whole_games_from_zero_states():
     model = MinGRUPolicy(generator=torch.Generator().manual_seed(5))
     from gcpipe.nn.inference import net_arrays
     games = play_games(net_arrays(model), make_settings(simulations=4), np.arange(1, 13, dtype=np.uint32) * 7919,
-                       np.array([NO_SIDE] * 8 + [GUERRILLA, COIN, GUERRILLA, COIN]), define("greedy", {"kind": "greedy"}))
+                       np.array([NO_SIDE] * 8 + [GUERRILLA, COIN, GUERRILLA, COIN]), (define("greedy", {"kind": "greedy"}),) * 2)
     assert len(games) == 12 and all(g.plies <= MAX_PLIES for g in games)
     versus = [g for g in games if g.search_side != NO_SIDE]
     assert all(g.searched.sum() < g.plies for g in versus)            # the bot's plies carry no target
@@ -131,8 +131,27 @@ def test_bot_games_use_the_configured_mcts():
     trainer.collect()
     seeds = np.array([game_seed(config.seed, 0, j) for j in range(2)], np.uint32)
     expected = play_games(net_arrays(trainer.policy), trainer.settings, seeds, np.array([GUERRILLA, COIN]),
-                          define("opponent", {"kind": "mcts", "iterations": 3, "exploration": 0.2, "rollout": "random"}))
+                          (define("opponent", {"kind": "mcts", "iterations": 3, "exploration": 0.2, "rollout": "random"}),) * 2)
     assert [g.obs.tobytes() for g in trainer.games] == [g.obs.tobytes() for g in expected]
+
+
+def test_bot_games_use_the_bot_of_the_other_side():
+    """opponent {guerrilla: A, coin: B}: a game the search plays as Guerrilla is the game it plays
+    against B alone, one it plays as COIN the game against A alone."""
+    from gcpipe.nn.inference import net_arrays
+
+    config = make_config(dict(EXPERT, selfplay_games=4, replay_games=4, bot_fraction=1.0,
+                              opponent={"guerrilla": "random", "coin": "greedy"}))
+    trainer = ExpertIteration(config)
+    trainer.collect()
+    seeds = np.array([game_seed(config.seed, 0, j) for j in range(4)], np.uint32)
+    sides = np.array([GUERRILLA, COIN, GUERRILLA, COIN])
+    alone = {kind: play_games(net_arrays(trainer.policy), trainer.settings, seeds, sides, (define(kind, {"kind": kind}),) * 2)
+             for kind in ("random", "greedy")}
+    assert [g.search_side for g in trainer.games] == sides.tolist()
+    assert [g.obs.tobytes() for g in trainer.games] == [alone["greedy" if side == GUERRILLA else "random"][j].obs.tobytes()
+                                                        for j, side in enumerate(sides)]
+    assert alone["greedy"][0].obs.tobytes() != alone["random"][0].obs.tobytes()   # the bots do differ
 
 
 def test_resumed_run_matches_an_uninterrupted_one(tmp_path):

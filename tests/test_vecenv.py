@@ -41,10 +41,10 @@ def first_draw(seed: int, index: int) -> int:
 class RefEnv:
     """One env of the batch, stepped through `Game` (the rules core's own mask and observation)."""
 
-    def __init__(self, index, seed, *, selfplay, side, max_len, slot1_bot=None):
+    def __init__(self, index, seed, *, selfplay, side, max_len, slot1_bots=None):
         self.rng = ((seed << 32) + index) & U64
         self.selfplay, self.side, self.max_len = selfplay, side, max_len
-        self.slot1_bot = slot1_bot    # self-play: a Bot that plays slot 1 (opponent tag < 0)
+        self.slot1_bots = slot1_bots  # self-play: the Bot of each side (G, C) for slot 1 (opponent tag < 0)
         self.start()
 
     def start(self):
@@ -69,7 +69,7 @@ class RefEnv:
         rewards, terminals = [np.float32(0)] * slots, [0] * slots
         actor_side = self.to_move()
         actor = 0 if actor_side == self.side0 else 1
-        action = self.slot1_bot.choose(self.game) if actor == 1 and self.slot1_bot else int(row[actor])
+        action = self.slot1_bots[actor_side].choose(self.game) if actor == 1 and self.slot1_bots else int(row[actor])
         self.tick += 1
         if action in self.game.legal_actions():
             captured = self.game.apply_action(action)
@@ -149,13 +149,17 @@ def test_matches_python_reference_on_random_action_streams(selfplay, side, max_l
     assert terminals_seen > 0
 
 
-@pytest.mark.parametrize("opponent", ["random", "greedy"])
+@pytest.mark.parametrize("opponent", ["random", "greedy", {"guerrilla": "greedy", "coin": "random"},
+                                      {"guerrilla": "random", "coin": "greedy"}])
 def test_selfplay_envs_tagged_negative_play_slot_1_with_the_bot(opponent):
+    """The bot of slot 1's side moves for it: one kind for both sides, or one per side."""
     n, seed = 6, 99
     env = VecEnv(n, opponent=opponent, seed=seed)
     env.reset()
     env.opponent_tags[3:] = -1
-    refs = [RefEnv(i, seed, selfplay=True, side=None, max_len=256, slot1_bot=Bot(BotSpec(opponent)) if i >= 3 else None)
+    kinds = (opponent, opponent) if isinstance(opponent, str) else (opponent["guerrilla"], opponent["coin"])
+    bots = {G: Bot(BotSpec(kinds[0])), C: Bot(BotSpec(kinds[1]))}
+    refs = [RefEnv(i, seed, selfplay=True, side=None, max_len=256, slot1_bots=bots if i >= 3 else None)
             for i in range(n)]
     rng = np.random.default_rng(3)
     games = bot_games = 0
@@ -387,6 +391,9 @@ def test_reset_restarts_the_generators():
 @pytest.mark.parametrize("kwargs,message", [
     ({"num_envs": 0}, "num_envs"),
     ({"num_envs": 2, "opponent": "alphazero"}, "unknown opponent"),
+    ({"num_envs": 2, "opponent": {"guerrilla": "greedy", "coin": "alphazero"}}, "unknown opponent 'alphazero'"),
+    ({"num_envs": 2, "opponent": {"guerrilla": "greedy"}}, "mapping with keys guerrilla and coin"),
+    ({"num_envs": 2, "opponent": {"guerrilla": "greedy", "coin": "mcts"}, "mcts_iterations": 0}, "mcts_iterations"),
     ({"num_envs": 2, "side": 3}, "side"),
     ({"num_envs": 2, "max_episode_length": 0}, "max_episode_length"),
     ({"num_envs": 2, "selfplay": False, "opponent": "mcts", "mcts_iterations": 0}, "mcts_iterations"),
@@ -453,6 +460,24 @@ def test_saved_state_resumes_exactly():
     assert replay() == first
     with pytest.raises(UserError):
         VecEnv(5, seed=2).set_state(saved)
+
+
+@pytest.mark.parametrize("side", [G, C])
+def test_bot_mode_plays_the_bot_of_the_other_side(side):
+    """opponent {guerrilla: A, coin: B}: an agent playing Guerrilla meets B, one playing COIN meets A,
+    exactly as with that bot alone."""
+    def frames(opponent):
+        env = VecEnv(3, selfplay=False, side=side, opponent=opponent, mcts_iterations=8, seed=5)
+        env.reset()
+        seen = [env.observations.tobytes()]
+        for _ in range(40):
+            env.random_actions()
+            env.step()
+            seen.append(env.observations.tobytes() + env.rewards.tobytes())
+        return seen
+    per_side = frames({"guerrilla": "greedy", "coin": "mcts"})
+    assert per_side == frames("mcts" if side == G else "greedy")
+    assert per_side != frames("greedy" if side == G else "mcts")
 
 
 def test_mcts_bot_mode_is_deterministic():

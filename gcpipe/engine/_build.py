@@ -118,7 +118,7 @@ typedef struct {
     int side;
     int max_episode_length;
     uint32_t seed;
-    gc_bot bot;
+    gc_bot bots[2];
     gc_mcts *mcts;
     gc_env *envs;
     uint8_t *observations;

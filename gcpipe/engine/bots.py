@@ -7,12 +7,13 @@ own generator, so a game between bots is a pure function of its seed.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from gcpipe._engine import ffi, lib
-from gcpipe.engine.game import END_REASONS, TOURNAMENT_PLY_CAP, Game, sides_from_c
+from gcpipe.engine.game import END_REASONS, SIDE_NAMES, TOURNAMENT_PLY_CAP, Game, sides_from_c
 from gcpipe.errors import UserError
 
 KINDS = {"random": lib.GC_BOT_RANDOM, "greedy": lib.GC_BOT_GREEDY, "mcts": lib.GC_BOT_MCTS}
@@ -31,6 +32,23 @@ class BotSpec:
         """The engine's `gc_bot` for this spec (kept alive by the returned cdata)."""
         return ffi.new("gc_bot *", {"kind": KINDS[self.kind], "iterations": self.iterations,
                                     "exploration": self.exploration, "rollout": ROLLOUTS[self.rollout]})
+
+
+def kinds_by_side(opponent) -> tuple[str, str]:
+    """The bot kinds (Guerrilla's, COIN's) of a training `opponent`: one kind for both sides, or a
+    mapping {"guerrilla": kind, "coin": kind} naming the bot that plays each side.  UserError for
+    anything else."""
+    if isinstance(opponent, str):
+        kinds = (opponent, opponent)
+    elif isinstance(opponent, Mapping) and set(opponent) == set(SIDE_NAMES):
+        kinds = tuple(opponent[side] for side in SIDE_NAMES)
+    else:
+        raise UserError(f"opponent must be a bot kind or a mapping with keys {' and '.join(SIDE_NAMES)}, "
+                        f"got {opponent!r}")
+    for kind in kinds:
+        if kind not in KINDS:
+            raise UserError(f"unknown opponent {kind!r}; choose one of {', '.join(KINDS)}")
+    return kinds
 
 
 class _Workspace:

@@ -6,8 +6,10 @@ actions, the waiting slot's mask allows only 255 (pass), and only the actor slot
 `side` None draws slot 0's side per game (rules.md §6's side 0), GUERRILLA or COIN fixes it.
 Bot mode (`selfplay=False`, one slot): slot 0 plays `side` against a built-in bot that replies
 inside `step` (a COIN agent receives the position after the bot's opening).  In self-play, the
-same bot (`opponent`) plays slot 1 of every env whose opponent tag is negative: at slot 1's turns
-the env asks the bot and ignores `actions` for that slot.
+bot plays slot 1 of every env whose opponent tag is negative: at slot 1's turns the env asks the
+bot and ignores `actions` for that slot.  `opponent` is one bot kind for both sides or a mapping
+{"guerrilla": kind, "coin": kind} naming the bot of each side (e.g. a strong sparring partner
+where the agent plays Guerrilla, a weak one where it plays COIN).
 
 Rewards: legal action -> 0.05 per coin (Guerrilla) / 0.03 per stone (COIN) captured, to the actor;
 illegal action -> state unchanged, -1 to the actor; the step that ends a game gives +1 to the
@@ -23,11 +25,12 @@ actions).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
 from gcpipe._engine import ffi, lib
-from gcpipe.engine.bots import KINDS, ROLLOUTS
+from gcpipe.engine.bots import KINDS, ROLLOUTS, kinds_by_side
 from gcpipe.engine.game import COIN, GUERRILLA, NUM_ACTIONS, OBS_SIZE, side_to_c, sides_from_c
 from gcpipe.errors import UserError, is_int
 
@@ -61,7 +64,8 @@ class VecEnv:
       self-play games against the built-in bot, tag < 0) and bot_score (slot 0's win fraction).
     """
 
-    def __init__(self, num_envs: int, *, selfplay: bool = True, side: int | None = None, opponent: str = "random",
+    def __init__(self, num_envs: int, *, selfplay: bool = True, side: int | None = None,
+                 opponent: str | Mapping[str, str] = "random",
                  mcts_iterations: int = 256, mcts_exploration: float = 0.7, mcts_rollout: str = "greedy",
                  max_episode_length: int = 256, seed: int = 0):
         self._vec = None
@@ -73,9 +77,8 @@ class VecEnv:
             raise UserError(f"max_episode_length must be an integer 1..{C_INT_MAX}, got {max_episode_length!r}")
         if not is_int(seed) or not 0 <= seed < 2**32:
             raise UserError(f"seed must be an unsigned 32-bit integer, got {seed!r}")
-        if opponent not in KINDS:
-            raise UserError(f"unknown opponent {opponent!r}; choose one of {', '.join(KINDS)}")
-        if opponent == "mcts":
+        kinds = kinds_by_side(opponent)
+        if "mcts" in kinds:
             if not is_int(mcts_iterations) or not 0 < mcts_iterations < C_INT_MAX:
                 raise UserError(f"mcts_iterations must be an integer 1..{C_INT_MAX - 1}, got {mcts_iterations!r}")
             if not isinstance(mcts_exploration, (int, float)) or not math.isfinite(mcts_exploration) \
@@ -102,8 +105,9 @@ class VecEnv:
         vec.side = 0 if side is None else side_to_c(side)
         vec.max_episode_length = int(max_episode_length)
         vec.seed = int(seed)
-        vec.bot = {"kind": KINDS[opponent], "iterations": int(mcts_iterations),
-                   "exploration": float(mcts_exploration), "rollout": ROLLOUTS.get(mcts_rollout, 0)}
+        # The bot of each side, in gc_vec's order (Guerrilla, COIN), which is SIDE_NAMES'.
+        vec.bots = [{"kind": KINDS[kind], "iterations": int(mcts_iterations), "exploration": float(mcts_exploration),
+                     "rollout": ROLLOUTS.get(mcts_rollout, 0)} for kind in kinds]
         vec.envs = self._envs
         # The C struct points into the numpy arrays; the attributes keep them alive.
         vec.observations = ffi.from_buffer("uint8_t[]", self._observations)

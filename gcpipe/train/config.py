@@ -55,7 +55,7 @@ class TrainConfig:
     # Environment.
     selfplay: bool
     side: str  # slot 0's side: random (drawn per game) | guerrilla | coin
-    opponent: str  # random | greedy | mcts: bot mode's opponent, self-play's bot
+    opponent: str | dict  # random | greedy | mcts, or {guerrilla: kind, coin: kind}: the bot of each side
     mcts_iterations: int
     mcts_exploration: float
     mcts_rollout: str

@@ -7,7 +7,7 @@ seeded from (seed, iteration, j), spread over worker processes (a game is a pure
 seed and the weights, so the data do not depend on the worker count).  One recurrent state per
 game steps on every ply (standard 5c: both sides are the same net seeing the same observations).
 In `bot_fraction` of the games the search plays one side (alternating) against the `opponent`
-bot; the net still steps on the bot's plies.  No legal game exceeds GC_MAX_GAME_PLIES plies.
+bot of the other side; the net still steps on the bot's plies.  No legal game exceeds GC_MAX_GAME_PLIES plies.
 
 Moves.  A Gumbel search plays its Sequential Halving winner (a draw from pi' through the Gumbel
 noise); a PUCT search draws its move in proportion to the root visits (AlphaZero's temperature 1),
@@ -41,6 +41,7 @@ import torch
 
 from gcpipe._engine import lib
 from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, NUM_ACTIONS, OBS_SIZE, GameBatch
+from gcpipe.engine.bots import kinds_by_side
 from gcpipe.nn.inference import CompiledNet, net_arrays
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.players import Player, define
@@ -86,16 +87,19 @@ def game_seed(seed: int, iteration: int, game: int) -> int:
 
 
 def play_games(arrays: dict[str, np.ndarray], settings: SearchSettings, seeds: np.ndarray, search_sides: np.ndarray,
-               opponent: Player) -> list[GameRecord]:
+               opponents: tuple[Player, Player]) -> list[GameRecord]:
     """Plays one game per seed (search_sides[k]: NO_SIDE self-play, GUERRILLA or COIN the searched
-    side against the player `opponent`) with the network `arrays` (net_arrays) guiding the search.
-    Both play through the player protocol."""
+    side against opponents[other side], the player of that side) with the network `arrays`
+    (net_arrays) guiding the search.  All play through the player protocol."""
     player = SearchPlayer.from_net(CompiledNet.from_arrays(arrays), settings)
-    bot = opponent.runtime()
+    # Each bot runtime with the sides it plays (one runtime when both sides have the same player).
+    bots = ([(opponents[GUERRILLA].runtime(), (GUERRILLA, COIN))] if opponents[GUERRILLA] == opponents[COIN]
+            else [(opponents[side].runtime(), (side,)) for side in (GUERRILLA, COIN)])
     slots = min(SLOTS, len(seeds))
     batch = GameBatch(slots)
     player.start(slots)
-    bot.start(slots)
+    for bot, _ in bots:
+        bot.start(slots)
     obs = np.zeros((slots, MAX_PLIES, OBS_SIZE), np.uint8)
     masks = np.zeros((slots, MAX_PLIES, NUM_ACTIONS), bool)
     targets = np.zeros((slots, MAX_PLIES, NUM_ACTIONS), np.float32)
@@ -120,7 +124,8 @@ def play_games(arrays: dict[str, np.ndarray], settings: SearchSettings, seeds: n
                 started.append(slot)
                 next_game += 1
         player.new_games(np.array(started, np.int64))
-        bot.new_games(np.array(started, np.int64))
+        for bot, _ in bots:
+            bot.new_games(np.array(started, np.int64))
 
     start(np.arange(slots))
     while (active := np.flatnonzero(slot_game >= 0).astype(np.int32)).size:
@@ -134,13 +139,16 @@ def play_games(arrays: dict[str, np.ndarray], settings: SearchSettings, seeds: n
         side = search_sides[slot_game[active]]
         by_search = (side == NO_SIDE) | (side == to_move)
         actions = np.empty(len(active), np.int32)
-        bot_slots = active[~by_search]
-        if bot_slots.size:
-            player.observe(batch, bot_slots)           # the net steps on the bot's ply too (5c)
-            actions[~by_search] = bot.choose(batch, bot_slots)
-        waiting = by_search & (side != NO_SIDE)
-        if waiting.any():
-            bot.observe(batch, active[waiting])
+        if not by_search.all():
+            player.observe(batch, active[~by_search])  # the net steps on the bot's ply too (5c)
+        bot_side = np.where(side == NO_SIDE, NO_SIDE, 1 - side)   # the side the game's bot plays
+        for bot, bot_sides in bots:
+            moves = ~by_search & np.isin(to_move, bot_sides)
+            if moves.any():
+                actions[moves] = bot.choose(batch, active[moves])
+            waiting = by_search & np.isin(bot_side, bot_sides)
+            if waiting.any():
+                bot.observe(batch, active[waiting])
         search_slots, t = active[by_search], plies[by_search]
         if search_slots.size:
             actions[by_search] = player.choose(batch, search_slots, want_policy=True)
@@ -264,9 +272,10 @@ class ExpertIteration:
                                       variant=c.search_variant, considered=c.search_considered, value="outcome",
                                       rollouts=c.search_rollouts, rollout_weight=c.search_rollout_weight,
                                       temperature=1.0 if c.search_variant == "puct" else 0.0)
-        # The built-in opponent of the bot_fraction games, as PPO's environments play it.
+        # The built-in bot of each side in the bot_fraction games, as PPO's environments play it.
         mcts = {"iterations": c.mcts_iterations, "exploration": c.mcts_exploration, "rollout": c.mcts_rollout}
-        self.opponent = define("opponent", {"kind": c.opponent, **(mcts if c.opponent == "mcts" else {})})
+        self.opponents = tuple(define("opponent", {"kind": kind, **(mcts if kind == "mcts" else {})})
+                               for kind in kinds_by_side(c.opponent))
         self.workers = max(1, workers)
         self.epoch = 0
         self.global_step = 0
@@ -283,7 +292,7 @@ class ExpertIteration:
         sides[n - bot_games:] = np.where(np.arange(bot_games) % 2 == 0, GUERRILLA, COIN)
         arrays = net_arrays(self.policy)
         bounds = np.linspace(0, n, self.workers + 1).astype(int)
-        tasks = [(arrays, self.settings, seeds[a:b], sides[a:b], self.opponent)
+        tasks = [(arrays, self.settings, seeds[a:b], sides[a:b], self.opponents)
                  for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
         if len(tasks) == 1:
             new = _play_task(tasks[0])
