@@ -38,8 +38,9 @@ def value_accuracy(checkpoint_path, games: int = 400, simulations: int = 32, see
     if calibration is not None:
         settings = calibrated_settings(settings, calibration, checkpoint.sha256, "gcpipe values")
     seeds = np.array([game_seed(seed + _SEED_OFFSET, 0, j) for j in range(games)], np.uint32)
+    # Self-play only (NO_SIDE): the bots of play_games' bot games play no move here.
     records = play_games(net_arrays(checkpoint.model), settings, seeds, np.full(games, NO_SIDE),
-                         define("greedy", {"kind": "greedy"}))
+                         (define("greedy", {"kind": "greedy"}),) * 2)
     report = {"checkpoint_sha256": checkpoint.sha256, "games": games, "simulations": simulations,
               "value": settings.value, "guerrilla_win_rate": float(np.mean([r.outcome > 0 for r in records]))}
     for side, label in _SIDES.items():
