@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gcpipe.engine import COIN as C, GUERRILLA as G, Game, VecEnv
-from gcpipe.engine.bots import Bot, BotSpec
+from gcpipe.engine.bots import Bot, BotSpec, kinds_by_side
 from gcpipe.errors import UserError
 
 OBS_G, OBS_C = 1, 2  # the side to move in observation byte 113 (rules.md §5)
@@ -157,8 +157,8 @@ def test_selfplay_envs_tagged_negative_play_slot_1_with_the_bot(opponent):
     env = VecEnv(n, opponent=opponent, seed=seed)
     env.reset()
     env.opponent_tags[3:] = -1
-    kinds = (opponent, opponent) if isinstance(opponent, str) else (opponent["guerrilla"], opponent["coin"])
-    bots = {G: Bot(BotSpec(kinds[0])), C: Bot(BotSpec(kinds[1]))}
+    guerrilla_bot, coin_bot = kinds_by_side(opponent)
+    bots = {G: Bot(BotSpec(guerrilla_bot)), C: Bot(BotSpec(coin_bot))}
     refs = [RefEnv(i, seed, selfplay=True, side=None, max_len=256, slot1_bots=bots if i >= 3 else None)
             for i in range(n)]
     rng = np.random.default_rng(3)
@@ -462,19 +462,24 @@ def test_saved_state_resumes_exactly():
         VecEnv(5, seed=2).set_state(saved)
 
 
+def bot_mode_frames(num_envs: int, steps: int, **settings) -> list[bytes]:
+    """Observations (and rewards) of a bot-mode VecEnv driven by its own random actions, per step."""
+    env = VecEnv(num_envs, selfplay=False, **settings)
+    env.reset()
+    frames = [env.observations.tobytes()]
+    for _ in range(steps):
+        env.random_actions()
+        env.step()
+        frames.append(env.observations.tobytes() + env.rewards.tobytes())
+    return frames
+
+
 @pytest.mark.parametrize("side", [G, C])
 def test_bot_mode_plays_the_bot_of_the_other_side(side):
     """opponent {guerrilla: A, coin: B}: an agent playing Guerrilla meets B, one playing COIN meets A,
     exactly as with that bot alone."""
     def frames(opponent):
-        env = VecEnv(3, selfplay=False, side=side, opponent=opponent, mcts_iterations=8, seed=5)
-        env.reset()
-        seen = [env.observations.tobytes()]
-        for _ in range(40):
-            env.random_actions()
-            env.step()
-            seen.append(env.observations.tobytes() + env.rewards.tobytes())
-        return seen
+        return bot_mode_frames(3, 40, side=side, opponent=opponent, mcts_iterations=8, seed=5)
     per_side = frames({"guerrilla": "greedy", "coin": "mcts"})
     assert per_side == frames("mcts" if side == G else "greedy")
     assert per_side != frames("greedy" if side == G else "mcts")
@@ -482,12 +487,5 @@ def test_bot_mode_plays_the_bot_of_the_other_side(side):
 
 def test_mcts_bot_mode_is_deterministic():
     def run():
-        env = VecEnv(2, selfplay=False, side=C, opponent="mcts", mcts_iterations=24, mcts_rollout="random", seed=3)
-        env.reset()
-        frames = [env.observations.tobytes()]
-        for _ in range(25):
-            env.random_actions()
-            env.step()
-            frames.append(env.observations.tobytes() + env.rewards.tobytes())
-        return frames
+        return bot_mode_frames(2, 25, side=C, opponent="mcts", mcts_iterations=24, mcts_rollout="random", seed=3)
     assert run() == run()

@@ -123,9 +123,10 @@ def play_games(arrays: dict[str, np.ndarray], settings: SearchSettings, seeds: n
                 root_values[slot], search_values[slot] = np.nan, np.nan
                 started.append(slot)
                 next_game += 1
-        player.new_games(np.array(started, np.int64))
+        started = np.array(started, np.int64)
+        player.new_games(started)
         for bot, _ in bots:
-            bot.new_games(np.array(started, np.int64))
+            bot.new_games(started)
 
     start(np.arange(slots))
     while (active := np.flatnonzero(slot_game >= 0).astype(np.int32)).size:
