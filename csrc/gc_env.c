@@ -15,23 +15,23 @@ static const gc_bot *bot_for(const gc_vec *v, int side) {
 }
 
 /* Bot mode: the bot plays until it is the agent's turn or the game is over. */
-static int bot_replies(gc_vec *v, gc_env *e) {
+static int bot_replies(const gc_vec *v, gc_env *e, gc_mcts *pool) {
     while (!e->game.winner && e->game.to_move != e->slot0_side) {
-        int action = gc_bot_choose(&e->game, bot_for(v, e->game.to_move), v->mcts);
+        int action = gc_bot_choose(&e->game, bot_for(v, e->game.to_move), pool);
         if (action < 0) return action == -1 ? 0 : action;  /* -1: no move, the rules ended the game */
         gc_apply(&e->game, action);
     }
     return 0;
 }
 
-static int start_game(gc_vec *v, gc_env *e) {
+static int start_game(const gc_vec *v, gc_env *e, gc_mcts *pool) {
     uint64_t draw = splitmix64(&e->rng);
     gc_reset(&e->game, (uint32_t)draw);
     e->slot0_side = (uint8_t)(v->side ? v->side : (draw >> 32 & 1) ? GC_COIN : GC_GUERRILLA);
     e->tick = 0;
     e->invalid = 0;
     e->episode_return = 0.0f;
-    return v->selfplay ? 0 : bot_replies(v, e);
+    return v->selfplay ? 0 : bot_replies(v, e, pool);
 }
 
 /* Observations of every slot, the actor's legal mask, the waiting slot's pass-only mask, and
@@ -56,8 +56,10 @@ static void write_env_view(const gc_vec *v, const gc_env *e, int i) {
     waiting[GC_PASS_ACTION] = 1;
 }
 
-static void log_game(gc_vec *v, const gc_env *e, int slot0_won, int32_t tag) {
+static void log_game(gc_vec *v, const gc_game_end *e) {
     gc_env_log *log = &v->log;
+    int slot0_won = e->slot0_won;
+    int32_t tag = e->opponent_tag;
     log->games += 1;
     log->slot0_wins += slot0_won;
     log->episode_return += e->episode_return;
@@ -84,28 +86,36 @@ static void log_game(gc_vec *v, const gc_env *e, int slot0_won, int32_t tag) {
     }
 }
 
+/* The largest MCTS bot's iterations (0: no MCTS bot): one search at a time uses a pool. */
+static int pool_iterations(const gc_vec *v) {
+    int most = 0;
+    for (int k = 0; k < 2; k++)
+        if (v->bots[k].kind == GC_BOT_MCTS && v->bots[k].iterations > most) most = v->bots[k].iterations;
+    return most;
+}
+
+gc_mcts *gc_vec_new_pool(const gc_vec *v) {
+    int iterations = pool_iterations(v);
+    return iterations ? gc_mcts_new(iterations + 1) : NULL;  /* a search of N iterations uses N + 1 nodes */
+}
+
 int gc_vec_init(gc_vec *v) {
     if (v->num_envs < 1 || v->max_episode_length < 1 || v->side < 0 || v->side > GC_COIN || !v->envs ||
         !v->observations || !v->action_masks || !v->actions || !v->rewards || !v->terminals ||
-        !v->opponent_tags || !v->slot_sides)
+        !v->opponent_tags || !v->slot_sides || !v->game_ends)
         return -1;
     v->num_slots = v->selfplay ? 2 : 1;
     /* Bot mode's opponent, and in self-play the player of slot 1 in envs tagged < 0, per side. */
-    int pool_iterations = 0;  /* the largest MCTS bot's: the bots never search at once */
     for (int k = 0; k < 2; k++) {
         const gc_bot *b = &v->bots[k];
         if (b->kind < GC_BOT_RANDOM || b->kind > GC_BOT_MCTS) return -1;
-        if (b->kind != GC_BOT_MCTS) continue;
-        if (b->iterations < 1 || (b->rollout != GC_ROLLOUT_RANDOM && b->rollout != GC_ROLLOUT_GREEDY))
+        if (b->kind == GC_BOT_MCTS &&
+            (b->iterations < 1 || (b->rollout != GC_ROLLOUT_RANDOM && b->rollout != GC_ROLLOUT_GREEDY)))
             return -1;
-        if (b->iterations > pool_iterations) pool_iterations = b->iterations;
     }
-    if (pool_iterations) {
-        gc_vec_close(v);
-        v->mcts = gc_mcts_new(pool_iterations + 1);  /* a search of N iterations uses N + 1 nodes */
-        if (!v->mcts) return -1;
-    }
-    return 0;
+    gc_vec_close(v);
+    v->mcts = gc_vec_new_pool(v);
+    return v->mcts || pool_iterations(v) == 0 ? 0 : -1;
 }
 
 void gc_vec_close(gc_vec *v) {
@@ -121,7 +131,7 @@ int gc_vec_reset(gc_vec *v) {
     for (int i = 0; i < v->num_envs; i++) {
         gc_env *e = &v->envs[i];
         e->rng = ((uint64_t)v->seed << 32) + (uint64_t)i;
-        int err = start_game(v, e);
+        int err = start_game(v, e, v->mcts);
         if (err) return err;
         write_env_view(v, e, i);
     }
@@ -129,9 +139,23 @@ int gc_vec_reset(gc_vec *v) {
 }
 
 int gc_vec_step(gc_vec *v) {
+    int err = gc_vec_step_envs(v, 0, 1, NULL);
+    if (!err) gc_vec_log_step(v);
+    return err;
+}
+
+void gc_vec_log_step(gc_vec *v) {
+    for (int i = 0; i < v->num_envs; i++)
+        if (v->game_ends[i].ended) log_game(v, &v->game_ends[i]);
+}
+
+int gc_vec_step_envs(gc_vec *v, int first, int stride, gc_mcts *pool) {
     int slots = v->num_slots;
-    for (int i = 0; i < v->num_envs; i++) {
+    if (!pool) pool = v->mcts;
+    for (int i = first; i < v->num_envs; i += stride) {
         gc_env *e = &v->envs[i];
+        gc_game_end *end = &v->game_ends[i];
+        end->ended = 0;
         gc_state *g = &e->game;
         float *reward = v->rewards + (size_t)i * slots;
         uint8_t *terminal = v->terminals + (size_t)i * slots;
@@ -139,7 +163,7 @@ int gc_vec_step(gc_vec *v) {
         int actor = actor_side == e->slot0_side ? 0 : 1;
         int action;
         if (actor == 1 && v->opponent_tags[i] < 0) {  /* self-play against the built-in bot */
-            action = gc_bot_choose(g, bot_for(v, actor_side), v->mcts);
+            action = gc_bot_choose(g, bot_for(v, actor_side), pool);
             if (action < 0) return action;  /* the game is live, so only a bot error gets here */
         } else {
             action = v->actions[(size_t)i * slots + actor];
@@ -160,7 +184,7 @@ int gc_vec_step(gc_vec *v) {
             float shaping = captured * (actor_side == GC_GUERRILLA ? GC_SHAPING_PER_COIN : GC_SHAPING_PER_STONE);
             reward[actor] = shaping > 1.0f ? 1.0f : shaping;
             if (!v->selfplay) {
-                int err = bot_replies(v, e);
+                int err = bot_replies(v, e, pool);
                 if (err) return err;
             }
         }
@@ -181,8 +205,10 @@ int gc_vec_step(gc_vec *v) {
         }
         e->episode_return += reward[0];
         if (g->winner) {
-            log_game(v, e, slot0_won, v->opponent_tags[i]);
-            int err = start_game(v, e);  /* auto-reset: the finished game's reward/terminal stay */
+            *end = (gc_game_end){.ended = 1, .slot0_side = e->slot0_side, .slot0_won = (uint8_t)slot0_won,
+                                 .opponent_tag = v->opponent_tags[i], .tick = e->tick, .invalid = e->invalid,
+                                 .episode_return = e->episode_return};
+            int err = start_game(v, e, pool);  /* auto-reset: the finished game's reward/terminal stay */
             if (err) return err;
         }
         write_env_view(v, e, i);

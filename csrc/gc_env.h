@@ -43,6 +43,19 @@ typedef struct {
     double hist_n_bank[GC_LOG_BANKS], hist_wins_bank[GC_LOG_BANKS];  /* tag i+1: bank i */
 } gc_env_log;
 
+/* A game that ended in the current step, kept per env until gc_vec_log_step adds it to the log:
+ * steps of disjoint env sets may run at once, and logging in env order keeps the log's float sums
+ * the same however the envs were split. */
+typedef struct {
+    uint8_t ended;            /* 1: the env's game ended in this step; the fields below hold it */
+    uint8_t slot0_side;
+    uint8_t slot0_won;
+    int32_t opponent_tag;
+    int32_t tick;
+    int32_t invalid;
+    float episode_return;
+} gc_game_end;
+
 typedef struct {
     int num_envs;
     int num_slots;            /* 2 self-play, 1 bot mode; set by gc_vec_init */
@@ -63,6 +76,7 @@ typedef struct {
     int32_t *opponent_tags;   /* self-play: 0 current policy, i+1 frozen bank i (read at game end),
                                * < 0 the bot plays slot 1 (read every step; its action is ignored) */
     uint8_t *slot_sides;
+    gc_game_end *game_ends;   /* num_envs entries, caller-owned scratch of one step */
     gc_env_log log;
 } gc_vec;
 
@@ -78,6 +92,17 @@ int gc_vec_reset(gc_vec *v);
 /* One decision step of every env from v->actions (rules.md §6), auto-resetting finished games.
  * Returns 0, or a negative gc_bot_choose error of a bot opponent. */
 int gc_vec_step(gc_vec *v);
+/* gc_vec_step in parts, for threads: gc_vec_step_envs steps the envs first, first + stride, ...
+ * (its bots searching in `pool`, NULL for v->mcts; calls on disjoint env sets may run at once,
+ * each with its own pool), recording the games that end in v->game_ends; once every env has
+ * stepped, gc_vec_log_step adds them to the log in env order.  Every env owns its generators and a
+ * search's result does not depend on its pool's history, so any split gives gc_vec_step's result
+ * (interleaved sets balance the bot envs, which lie together). */
+int gc_vec_step_envs(gc_vec *v, int first, int stride, gc_mcts *pool);
+void gc_vec_log_step(gc_vec *v);
+/* A node pool for one more concurrent gc_vec_step_envs (gc_mcts_free frees it); NULL when v has no
+ * MCTS bot or the allocation fails. */
+gc_mcts *gc_vec_new_pool(const gc_vec *v);
 
 /* Benchmark helpers. */
 /* Random play through the rules, legal enumeration included: plays n_actions uniformly random

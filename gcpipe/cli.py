@@ -375,13 +375,20 @@ def bench_train(envs: int = typer.Option(2048, "--envs", help="Environments (x2 
                 threads: int = typer.Option(2, "--threads", help="torch threads."),
                 selfplay: bool = typer.Option(True, "--selfplay/--bot", help="Self-play (2 slots) or bot mode."),
                 train_slot_1: bool = typer.Option(False, "--train-slot-1", help="Also learn from slot 1."),
-                device: str = typer.Option("cpu", "--device", help="cpu, cuda or auto (the run setting `device`).")):
+                device: str = typer.Option("cpu", "--device", help="cpu, cuda or auto (the run setting `device`)."),
+                run_name: str = typer.Option(None, "--run", help="Measure this PPO run of --config instead (its "
+                                                                 "settings replace --envs ... --device)."),
+                config: Path = typer.Option(None, "--config", help="Pipeline config holding --run.")):
     """PPO end to end: agent steps/s of whole epochs (rollout + update) and of each phase, the GFLOP/s
     of each phase, torch's matmul rate at the rollout's shapes and the steps/s it bounds (roofline)."""
+    from gcpipe.config import run_config
     from gcpipe.train.bench import bench_train as run
 
+    if (run_name is None) != (config is None):
+        raise UserError("--run and --config go together")
+    settings = run_config(config, run_name) if run_name is not None else None
     for key, value in run(num_envs=envs, horizon=horizon, epochs=epochs, threads=threads, selfplay=selfplay,
-                          train_slot_1=train_slot_1, device=device).items():
+                          train_slot_1=train_slot_1, device=device, run=settings).items():
         typer.echo(f"{key}: {value}" if isinstance(value, str) else
                    f"{key}: {value:,.0f}" if value >= 100 else f"{key}: {value:.3g}")
 

@@ -15,7 +15,7 @@ from gcpipe.config import run_config
 from gcpipe.engine import COIN, GUERRILLA
 from gcpipe.errors import UserError
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.train.bench import flops_per_step, forward_flops
+from gcpipe.train.bench import bench_train, flops_per_step, forward_flops
 from gcpipe.train.config import TrainConfig, make_config, torch_device
 from gcpipe.train.evaluate import win_rate
 from gcpipe.train.muon import Muon, newton_schulz
@@ -131,6 +131,17 @@ def test_flops_per_step_counts_the_rows_each_phase_multiplies():
                                        "update": 48 * (3 * 293_120 - 30_720) / 64}
     finally:
         ppo.close()
+
+
+def test_bench_train_measures_a_runs_own_settings():
+    """--run: the run's envs, horizon and bots, not the bench's defaults (2048 envs x 2 slots x 64)."""
+    run = make_config(dict(num_envs=8, horizon=4, minibatch_size=16, bot_fraction=0.25,
+                           opponent={"guerrilla": "greedy", "coin": "mcts"}, mcts_iterations=4))
+    figures = bench_train(epochs=1, warmup=0, threads=1, run=run)
+    assert figures["steps_per_epoch"] == 64 and figures["threads"] == 1
+    expert = make_config(dict(algorithm="expert"))
+    with pytest.raises(UserError, match="bench train measures PPO; this run's algorithm is 'expert'"):
+        bench_train(run=expert)
 
 
 def test_newton_schulz_output_is_near_orthogonal():

@@ -489,3 +489,35 @@ def test_mcts_bot_mode_is_deterministic():
     def run():
         return bot_mode_frames(2, 25, side=C, opponent="mcts", mcts_iterations=24, mcts_rollout="random", seed=3)
     assert run() == run()
+
+
+def threaded_run(threads: int, selfplay: bool, steps: int = 60) -> tuple[list[bytes], dict]:
+    """Frames and log of envs (self-play: a third against per-side bots, a third tagged frozen;
+    bot mode: MCTS) driven by their own random actions, stepped on `threads` threads."""
+    env = VecEnv(7, selfplay=selfplay, opponent={"guerrilla": "greedy", "coin": "mcts"}, mcts_iterations=16,
+                 max_episode_length=48, seed=11, threads=threads)
+    if selfplay:
+        env.opponent_tags[:] = [0, -1, 2, -1, 0, 1, -1]
+    env.reset()
+    frames = []
+    for _ in range(steps):
+        env.random_actions()
+        env.step()
+        frames.append(b"".join(a.tobytes() for a in (env.observations, env.action_masks, env.rewards,
+                                                     env.terminals)))
+    log = env.pop_log()
+    env.close()
+    return frames, log
+
+
+@pytest.mark.parametrize("selfplay", [True, False])
+def test_any_thread_count_steps_and_logs_the_same(selfplay):
+    frames, log = threaded_run(1, selfplay)
+    assert log["games"] >= 5 and (not selfplay or log["bot_n"] >= 1)
+    for threads in (2, 3, 16):
+        assert threaded_run(threads, selfplay) == (frames, log)
+
+
+def test_threads_must_be_positive():
+    with pytest.raises(UserError, match="threads must be an integer >= 1, got 0"):
+        VecEnv(2, threads=0)

@@ -111,6 +111,7 @@ typedef struct {
     double bot_n, bot_wins;
     double hist_n_bank[...], hist_wins_bank[...];
 } gc_env_log;
+typedef struct { ...; } gc_game_end;   /* C-only scratch: Python allocates, never reads it */
 typedef struct {
     int num_envs;
     int num_slots;
@@ -128,12 +129,16 @@ typedef struct {
     uint8_t *terminals;
     int32_t *opponent_tags;
     uint8_t *slot_sides;
+    gc_game_end *game_ends;
     gc_env_log log;
 } gc_vec;
 int gc_vec_init(gc_vec *v);
 void gc_vec_close(gc_vec *v);
 int gc_vec_reset(gc_vec *v);
 int gc_vec_step(gc_vec *v);
+int gc_vec_step_envs(gc_vec *v, int first, int stride, gc_mcts *pool);
+void gc_vec_log_step(gc_vec *v);
+gc_mcts *gc_vec_new_pool(const gc_vec *v);
 int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed);
 void gc_vec_random_actions(gc_vec *v, uint64_t *rng);
 

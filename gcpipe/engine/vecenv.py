@@ -20,12 +20,15 @@ tick (bot moves are not); at `max_episode_length` ticks COIN wins.
 Randomness: env i owns a splitmix64 generator started at (seed << 32) + i on `reset`; each game
 takes one draw, whose low 32 bits seed the game (its generator feeds the bots) and whose bit 32
 picks slot 0's side when `side` is 0.  Everything is a pure function of (seed, num_envs, config,
-actions).
+actions) — not of `threads`, the number of threads a step runs on (the bots' searches are most of
+a step's work): each steps an interleaved share of the envs with its own node pool, and the games
+that ended are logged in env order afterwards.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -67,8 +70,9 @@ class VecEnv:
     def __init__(self, num_envs: int, *, selfplay: bool = True, side: int | None = None,
                  opponent: str | Mapping[str, str] = "random",
                  mcts_iterations: int = 256, mcts_exploration: float = 0.7, mcts_rollout: str = "greedy",
-                 max_episode_length: int = 256, seed: int = 0):
+                 max_episode_length: int = 256, seed: int = 0, threads: int = 1):
         self._vec = None
+        self._executor = None
         if not is_int(num_envs) or not 0 < num_envs <= C_INT_MAX:
             raise UserError(f"num_envs must be an integer 1..{C_INT_MAX}, got {num_envs!r}")
         if side is not None and side not in (GUERRILLA, COIN):
@@ -77,6 +81,8 @@ class VecEnv:
             raise UserError(f"max_episode_length must be an integer 1..{C_INT_MAX}, got {max_episode_length!r}")
         if not is_int(seed) or not 0 <= seed < 2**32:
             raise UserError(f"seed must be an unsigned 32-bit integer, got {seed!r}")
+        if not is_int(threads) or threads < 1:
+            raise UserError(f"threads must be an integer >= 1, got {threads!r}")
         kinds = kinds_by_side(opponent)
         if "mcts" in kinds:
             if not is_int(mcts_iterations) or not 0 < mcts_iterations < C_INT_MAX:
@@ -99,6 +105,7 @@ class VecEnv:
         self._opponent_tags = np.zeros(n, np.int32)
         self._slot_sides = np.zeros((n, s), np.uint8)
         self._envs = ffi.new("gc_env[]", n)
+        self._game_ends = ffi.new("gc_game_end[]", n)
         vec = ffi.new("gc_vec *")
         vec.num_envs = n
         vec.selfplay = int(self.selfplay)
@@ -117,10 +124,20 @@ class VecEnv:
         vec.terminals = ffi.from_buffer("uint8_t[]", self._terminals)
         vec.opponent_tags = ffi.from_buffer("int32_t[]", self._opponent_tags)
         vec.slot_sides = ffi.from_buffer("uint8_t[]", self._slot_sides)
+        vec.game_ends = self._game_ends
+        pool_error = UserError(f"cannot set up the environment (MCTS node pool of {mcts_iterations + 1} nodes "
+                               "could not be allocated)")
         if lib.gc_vec_init(vec) != 0:
-            raise UserError(f"cannot set up the environment (MCTS node pool of {mcts_iterations + 1} nodes "
-                            "could not be allocated)")
+            raise pool_error
         self._vec = vec
+        # Thread 0 steps with the env's own pool, each other thread with one of these.
+        self.threads = min(int(threads), n)
+        self._pools = [lib.gc_vec_new_pool(vec) for _ in range(self.threads - 1)]
+        if vec.mcts != ffi.NULL and ffi.NULL in self._pools:
+            self.close()
+            raise pool_error
+        if self.threads > 1:
+            self._executor = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="vecenv")
         self._policy_rng = ffi.new("uint64_t *", ~int(seed) & (2**64 - 1))
         self._started = False
 
@@ -149,7 +166,17 @@ class VecEnv:
             raise UserError("call reset() before step()")
         if actions is not None:
             self._load_actions(actions)
-        _check_bot(lib.gc_vec_step(self._vec))
+        if self._executor is None:
+            _check_bot(lib.gc_vec_step(self._vec))
+            return
+        # cffi releases the GIL inside C calls, so the threads' shares run at once.
+        k = self.threads
+        others = [self._executor.submit(lib.gc_vec_step_envs, self._vec, i, k, self._pools[i - 1])
+                  for i in range(1, k)]
+        codes = [lib.gc_vec_step_envs(self._vec, 0, k, ffi.NULL)] + [f.result() for f in others]
+        for code in codes:
+            _check_bot(code)
+        lib.gc_vec_log_step(self._vec)
 
     def random_actions(self) -> None:
         """Writes into `actions` a uniformly random legal action for every actor slot (and 255 for
@@ -195,6 +222,13 @@ class VecEnv:
 
     def close(self) -> None:
         """Frees the bot's search pool; the env cannot be used afterwards."""
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._executor = None
+        for pool in getattr(self, "_pools", []):
+            if pool != ffi.NULL:
+                lib.gc_mcts_free(pool)
+        self._pools = []
         if self._vec is not None:
             lib.gc_vec_close(self._vec)
             self._vec = None

@@ -98,7 +98,8 @@ class PPO:
         self.global_step = 0
         self.env = VecEnv(c.num_envs, selfplay=c.selfplay, side=None if c.side == "random" else SIDE_NAMES.index(c.side),
                           opponent=c.opponent, mcts_iterations=c.mcts_iterations, mcts_exploration=c.mcts_exploration,
-                          mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed)
+                          mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed,
+                          threads=torch.get_num_threads())   # the bots' searches on every core; same results
         self.env.reset()
         num_rows = c.num_envs * self.env.num_slots
         # Zero-copy torch views of the env buffers, flattened to rows.
