@@ -138,24 +138,13 @@ int gc_vec_reset(gc_vec *v) {
     return 0;
 }
 
-int gc_vec_step(gc_vec *v) {
-    int err = gc_vec_step_envs(v, 0, 1, NULL);
-    if (!err) gc_vec_log_step(v);
-    return err;
-}
-
-void gc_vec_log_step(gc_vec *v) {
-    for (int i = 0; i < v->num_envs; i++)
-        if (v->game_ends[i].ended) log_game(v, &v->game_ends[i]);
-}
-
-int gc_vec_step_envs(gc_vec *v, int first, int stride, gc_mcts *pool) {
+/* One decision step of envs [begin, end). */
+static int step_env_range(gc_vec *v, int begin, int end, gc_mcts *pool) {
     int slots = v->num_slots;
-    if (!pool) pool = v->mcts;
-    for (int i = first; i < v->num_envs; i += stride) {
+    for (int i = begin; i < end; i++) {
         gc_env *e = &v->envs[i];
-        gc_game_end *end = &v->game_ends[i];
-        end->ended = 0;
+        gc_game_end *ended = &v->game_ends[i];
+        ended->ended = 0;
         gc_state *g = &e->game;
         float *reward = v->rewards + (size_t)i * slots;
         uint8_t *terminal = v->terminals + (size_t)i * slots;
@@ -205,13 +194,34 @@ int gc_vec_step_envs(gc_vec *v, int first, int stride, gc_mcts *pool) {
         }
         e->episode_return += reward[0];
         if (g->winner) {
-            *end = (gc_game_end){.ended = 1, .slot0_side = e->slot0_side, .slot0_won = (uint8_t)slot0_won,
+            *ended = (gc_game_end){.ended = 1, .slot0_side = e->slot0_side, .slot0_won = (uint8_t)slot0_won,
                                  .opponent_tag = v->opponent_tags[i], .tick = e->tick, .invalid = e->invalid,
                                  .episode_return = e->episode_return};
             int err = start_game(v, e, pool);  /* auto-reset: the finished game's reward/terminal stay */
             if (err) return err;
         }
         write_env_view(v, e, i);
+    }
+    return 0;
+}
+
+int gc_vec_step(gc_vec *v) {
+    int err = gc_vec_step_envs(v, 0, 1, NULL);
+    if (!err) gc_vec_log_step(v);
+    return err;
+}
+
+void gc_vec_log_step(gc_vec *v) {
+    for (int i = 0; i < v->num_envs; i++)
+        if (v->game_ends[i].ended) log_game(v, &v->game_ends[i]);
+}
+
+int gc_vec_step_envs(gc_vec *v, int part, int parts, gc_mcts *pool) {
+    if (!pool) pool = v->mcts;
+    for (int block = part * GC_VEC_BLOCK; block < v->num_envs; block += parts * GC_VEC_BLOCK) {
+        int end = block + GC_VEC_BLOCK < v->num_envs ? block + GC_VEC_BLOCK : v->num_envs;
+        int err = step_env_range(v, block, end, pool);
+        if (err) return err;
     }
     return 0;
 }

@@ -92,13 +92,15 @@ int gc_vec_reset(gc_vec *v);
 /* One decision step of every env from v->actions (rules.md §6), auto-resetting finished games.
  * Returns 0, or a negative gc_bot_choose error of a bot opponent. */
 int gc_vec_step(gc_vec *v);
-/* gc_vec_step in parts, for threads: gc_vec_step_envs steps the envs first, first + stride, ...
- * (its bots searching in `pool`, NULL for v->mcts; calls on disjoint env sets may run at once,
- * each with its own pool), recording the games that end in v->game_ends; once every env has
- * stepped, gc_vec_log_step adds them to the log in env order.  Every env owns its generators and a
- * search's result does not depend on its pool's history, so any split gives gc_vec_step's result
- * (interleaved sets balance the bot envs, which lie together). */
-int gc_vec_step_envs(gc_vec *v, int first, int stride, gc_mcts *pool);
+/* gc_vec_step in parts, for threads: gc_vec_step_envs(v, part, parts, pool) steps the blocks of
+ * GC_VEC_BLOCK envs numbered part, part + parts, ... (its bots searching in `pool`, NULL for
+ * v->mcts; the parts may run at once, each with its own pool), recording the games that end in
+ * v->game_ends; once every part has run, gc_vec_log_step adds them to the log in env order.
+ * Every env owns its generators and a search's result does not depend on its pool's history, so
+ * any number of parts gives gc_vec_step's result.  Interleaved blocks balance the bot envs, which
+ * lie together, and keep the parts off each other's cache lines. */
+#define GC_VEC_BLOCK 16
+int gc_vec_step_envs(gc_vec *v, int part, int parts, gc_mcts *pool);
 void gc_vec_log_step(gc_vec *v);
 /* A node pool for one more concurrent gc_vec_step_envs (gc_mcts_free frees it); NULL when v has no
  * MCTS bot or the allocation fails. */

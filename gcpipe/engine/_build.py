@@ -136,7 +136,8 @@ int gc_vec_init(gc_vec *v);
 void gc_vec_close(gc_vec *v);
 int gc_vec_reset(gc_vec *v);
 int gc_vec_step(gc_vec *v);
-int gc_vec_step_envs(gc_vec *v, int first, int stride, gc_mcts *pool);
+#define GC_VEC_BLOCK ...
+int gc_vec_step_envs(gc_vec *v, int part, int parts, gc_mcts *pool);
 void gc_vec_log_step(gc_vec *v);
 gc_mcts *gc_vec_new_pool(const gc_vec *v);
 int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed);

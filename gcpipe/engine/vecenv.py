@@ -21,8 +21,8 @@ Randomness: env i owns a splitmix64 generator started at (seed << 32) + i on `re
 takes one draw, whose low 32 bits seed the game (its generator feeds the bots) and whose bit 32
 picks slot 0's side when `side` is 0.  Everything is a pure function of (seed, num_envs, config,
 actions) — not of `threads`, the number of threads a step runs on (the bots' searches are most of
-a step's work): each steps an interleaved share of the envs with its own node pool, and the games
-that ended are logged in env order afterwards.
+a step's work): each steps interleaved blocks of envs with its own node pool, and the games that
+ended are logged in env order afterwards.
 """
 from __future__ import annotations
 
@@ -130,8 +130,9 @@ class VecEnv:
         if lib.gc_vec_init(vec) != 0:
             raise pool_error
         self._vec = vec
-        # Thread 0 steps with the env's own pool, each other thread with one of these.
-        self.threads = min(int(threads), n)
+        # Thread 0 steps with the env's own pool, each other thread with one of these; a thread
+        # steps blocks of GC_VEC_BLOCK envs, so more threads than blocks would idle.
+        self.threads = min(int(threads), -(-n // lib.GC_VEC_BLOCK))
         self._pools = [lib.gc_vec_new_pool(vec) for _ in range(self.threads - 1)]
         if vec.mcts != ffi.NULL and ffi.NULL in self._pools:
             self.close()
