@@ -462,16 +462,23 @@ def test_saved_state_resumes_exactly():
         VecEnv(5, seed=2).set_state(saved)
 
 
-def bot_mode_frames(num_envs: int, steps: int, **settings) -> list[bytes]:
-    """Observations (and rewards) of a bot-mode VecEnv driven by its own random actions, per step."""
-    env = VecEnv(num_envs, selfplay=False, **settings)
-    env.reset()
+def self_driven_frames(env: VecEnv, steps: int) -> list[bytes]:
+    """The buffers of a reset VecEnv after each of `steps` steps of its own random actions
+    (the first frame: the observations after reset)."""
     frames = [env.observations.tobytes()]
     for _ in range(steps):
         env.random_actions()
         env.step()
-        frames.append(env.observations.tobytes() + env.rewards.tobytes())
+        frames.append(b"".join(a.tobytes() for a in (env.observations, env.action_masks, env.rewards,
+                                                     env.terminals)))
     return frames
+
+
+def bot_mode_frames(num_envs: int, steps: int, **settings) -> list[bytes]:
+    """self_driven_frames of a bot-mode VecEnv."""
+    env = VecEnv(num_envs, selfplay=False, **settings)
+    env.reset()
+    return self_driven_frames(env, steps)
 
 
 @pytest.mark.parametrize("side", [G, C])
@@ -499,12 +506,7 @@ def threaded_run(threads: int, selfplay: bool, steps: int = 50) -> tuple[list[by
     if selfplay:
         env.opponent_tags[:] = np.resize([0, -1, 2, -1, 0, 1, -1], 40)
     env.reset()
-    frames = []
-    for _ in range(steps):
-        env.random_actions()
-        env.step()
-        frames.append(b"".join(a.tobytes() for a in (env.observations, env.action_masks, env.rewards,
-                                                     env.terminals)))
+    frames = self_driven_frames(env, steps)
     log = env.pop_log()
     env.close()
     return frames, log
@@ -514,7 +516,7 @@ def threaded_run(threads: int, selfplay: bool, steps: int = 50) -> tuple[list[by
 def test_any_thread_count_steps_and_logs_the_same(selfplay):
     frames, log = threaded_run(1, selfplay)
     assert log["games"] >= 20 and (not selfplay or log["bot_n"] >= 5)
-    for threads in (2, 3, 16):   # 16: as many as the blocks, 3
+    for threads in (2, 3, 16):   # 16 runs as 3, one thread per block
         assert threaded_run(threads, selfplay) == (frames, log)
 
 

@@ -71,8 +71,9 @@ class VecEnv:
                  opponent: str | Mapping[str, str] = "random",
                  mcts_iterations: int = 256, mcts_exploration: float = 0.7, mcts_rollout: str = "greedy",
                  max_episode_length: int = 256, seed: int = 0, threads: int = 1):
-        self._vec = None
+        self._vec = None        # close() (also from __del__ after a failed __init__) reads these three
         self._executor = None
+        self._pools = []
         if not is_int(num_envs) or not 0 < num_envs <= C_INT_MAX:
             raise UserError(f"num_envs must be an integer 1..{C_INT_MAX}, got {num_envs!r}")
         if side is not None and side not in (GUERRILLA, COIN):
@@ -222,11 +223,11 @@ class VecEnv:
                 self._opponent_tags, self._slot_sides]
 
     def close(self) -> None:
-        """Frees the bot's search pool; the env cannot be used afterwards."""
+        """Frees the bots' search pools and stops the step threads; the env cannot be used afterwards."""
         if self._executor is not None:
             self._executor.shutdown()
             self._executor = None
-        for pool in getattr(self, "_pools", []):
+        for pool in self._pools:
             if pool != ffi.NULL:
                 lib.gc_mcts_free(pool)
         self._pools = []
