@@ -4,6 +4,7 @@ live in the package whose machinery it plays with (gcpipe.search's SearchPlayer)
 players package can still import it."""
 from __future__ import annotations
 
+import abc
 import os
 
 import numpy as np
@@ -28,7 +29,7 @@ def checkpoint_path(settings: dict) -> str:
     return os.path.normpath(str(paths.final_checkpoint(settings["run"]) if "run" in settings else settings["path"]))
 
 
-class RuntimePlayer:
+class RuntimePlayer(abc.ABC):
     """One player kind.  Class attributes and class methods define players of the kind (read
     the settings of a config entry or short spec, check them, say what the ledger records);
     an instance, made by `build` in the process that plays, plays through the batched protocol."""
@@ -97,9 +98,9 @@ class RuntimePlayer:
     def observe(self, games: GameBatch, slots: np.ndarray) -> None:
         """In `slots` the other side is about to move (reads the positions; draws nothing)."""
 
+    @abc.abstractmethod
     def choose(self, games: GameBatch, slots: np.ndarray) -> np.ndarray:
         """This player is to move in `slots`: one action per slot (int32), the positions unchanged."""
-        raise NotImplementedError
 
 
 def _typed(text: str, name: str, schema: dict):
