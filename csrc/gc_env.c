@@ -27,7 +27,8 @@ static int bot_replies(const gc_vec *v, gc_env *e, gc_mcts *pool) {
 static int start_game(const gc_vec *v, gc_env *e, gc_mcts *pool) {
     uint64_t draw = splitmix64(&e->rng);
     gc_reset(&e->game, (uint32_t)draw);
-    e->slot0_side = (uint8_t)(v->side ? v->side : (draw >> 32 & 1) ? GC_COIN : GC_GUERRILLA);
+    int side = v->env_sides && v->env_sides[e - v->envs] ? v->env_sides[e - v->envs] : v->side;
+    e->slot0_side = (uint8_t)(side ? side : (draw >> 32 & 1) ? GC_COIN : GC_GUERRILLA);
     e->tick = 0;
     e->invalid = 0;
     e->episode_return = 0.0f;
@@ -104,6 +105,8 @@ int gc_vec_init(gc_vec *v) {
         !v->observations || !v->action_masks || !v->actions || !v->rewards || !v->terminals ||
         !v->opponent_tags || !v->slot_sides || !v->game_ends)
         return -1;
+    for (int i = 0; v->env_sides && i < v->num_envs; i++)
+        if (v->env_sides[i] > GC_COIN) return -1;
     v->num_slots = v->selfplay ? 2 : 1;
     /* Bot mode's opponent, and in self-play the player of slot 1 in envs tagged < 0, per side. */
     for (int k = 0; k < 2; k++) {

@@ -7,7 +7,7 @@
  * Randomness: each env owns a splitmix64 generator started at (seed << 32) + env index by
  * gc_vec_reset.  One
  * draw per game: its low 32 bits seed the game (gc_reset, the generator bots draw from), bit 32
- * picks slot 0's side when `side` is 0.  The whole batch is a pure function of
+ * picks slot 0's side when neither `env_sides` nor `side` fixes it.  The whole batch is a pure function of
  * (seed, N, configuration, actions). */
 #ifndef GC_ENV_H
 #define GC_ENV_H
@@ -61,6 +61,8 @@ typedef struct {
     int num_slots;            /* 2 self-play, 1 bot mode; set by gc_vec_init */
     int selfplay;
     int side;                 /* 0 random per game, GC_GUERRILLA or GC_COIN: slot 0's side */
+    const uint8_t *env_sides; /* NULL, or per env: GC_GUERRILLA or GC_COIN fixes slot 0's side in
+                               * that env's games, GC_NONE leaves it to `side` */
     int max_episode_length;   /* timeout in ticks (rules.md §4.4) */
     uint32_t seed;            /* base seed of the env generators */
     gc_bot bots[2];           /* the built-in bot by the side it plays, bots[GC_GUERRILLA - 1] and
@@ -82,7 +84,7 @@ typedef struct {
 
 /* Checks the configuration, sets num_slots and, for MCTS bots, allocates their node pool
  * (the only allocation; gc_vec_close frees it).  Returns 0, or -1 for a bad configuration
- * (sizes, side, timeout, bot kind, MCTS settings) or when the pool cannot be allocated. */
+ * (sizes, sides, timeout, bot kind, MCTS settings) or when the pool cannot be allocated. */
 int gc_vec_init(gc_vec *v);
 void gc_vec_close(gc_vec *v);
 /* Restarts the env generators from v->seed, clears the log, starts a new game in every env and

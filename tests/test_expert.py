@@ -121,6 +121,15 @@ def test_games_do_not_depend_on_the_worker_count():
     assert sum(g.search_side != NO_SIDE for g in one.games) == 4
 
 
+def test_bot_share_per_side_gives_the_search_the_other_side():
+    """bot_fraction {guerrilla: 1/4, coin: 1/8} of 16 games: the last 6 against the bot, the search
+    the COIN in 4 (the bot the Guerrilla), then the Guerrilla in 2; the first 10 are self-play."""
+    trainer = ExpertIteration(make_config(dict(EXPERT, bot_fraction={"guerrilla": 0.25, "coin": 0.125},
+                                               opponent="greedy")))
+    trainer.collect()
+    assert [g.search_side for g in trainer.games] == [NO_SIDE] * 10 + [COIN] * 4 + [GUERRILLA] * 2
+
+
 def test_bot_games_use_the_configured_mcts():
     """opponent mcts plays with the run's mcts_iterations, mcts_exploration and mcts_rollout."""
     from gcpipe.nn.inference import net_arrays

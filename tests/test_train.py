@@ -77,6 +77,14 @@ def test_run_config_is_read_from_the_runs_mapping(tmp_path):
     ({"minibatch_size": 100}, "'minibatch_size' (100) must be a multiple of 'horizon' (64)"),
     ({"bot_fraction": 0.9}, "'bot_fraction' + 'historical_fraction' must not exceed 1"),
     ({"bot_fraction": 0.1, "selfplay": False}, "'bot_fraction' applies to self-play only"),
+    ({"bot_fraction": {"guerrilla": 0.2}}, "bot_fraction: missing key 'coin'"),
+    ({"bot_fraction": {"guerrilla": 0.2, "coin": 1.5}}, "bot_fraction.coin: 1.5 is greater than the maximum of 1"),
+    ({"bot_fraction": {"guerrilla": 0.5, "coin": 0.4}},
+     "'bot_fraction' + 'historical_fraction' must not exceed 1, got {'guerrilla': 0.5, 'coin': 0.4} + 0.2"),
+    ({"bot_fraction": {"guerrilla": 0.0001, "coin": 0.2}},
+     "'bot_fraction.guerrilla' 0.0001 of 2048 envs rounds to no env; raise num_envs or set the fraction to 0"),
+    ({"bot_fraction": {"guerrilla": 0.2, "coin": 0.2}, "side": "coin"},
+     "'bot_fraction' per side sets the network's side in the bot envs; set 'side' to random (got coin)"),
 ])
 def test_bad_settings_are_user_errors_naming_the_key(settings, message):
     with pytest.raises(UserError, match="^" + re.escape(f"runs.r: {message}")):
@@ -293,6 +301,28 @@ def test_selfplay_bot_share_plays_the_bot_in_slot_1():
     log = ppo.env.pop_log()
     assert log["bot_n"] >= 3 and log["hist_n"] >= 1 and log["games"] > log["bot_n"] + log["hist_n"]
     assert log["invalid_rate"] == 0.0             # the bot's slot is never read as an (illegal) action
+
+
+def test_selfplay_bot_share_per_side_fixes_the_networks_side_in_the_bot_envs():
+    """10 envs: 5 current policy, 2 where the bot plays the Guerrilla (the network the COIN), 1 where
+    it plays the COIN, 2 historical; the other envs draw their sides per game."""
+    ppo = PPO(_tiny(bot_fraction={"guerrilla": 0.2, "coin": 0.1}, opponent={"guerrilla": "greedy", "coin": "random"}))
+    assert ppo.env.opponent_tags.tolist() == [0] * 5 + [-1] * 3 + [1, 2]
+    sides = []
+    real_step = ppo.env.step
+
+    def recording_step(actions=None):
+        sides.append(ppo.env.slot_sides[:, 0].copy())
+        real_step(actions)
+
+    ppo.env.step = recording_step
+    for _ in range(4):
+        ppo.collect()
+    sides = np.stack(sides)
+    assert (sides[:, 5:7] == COIN).all() and (sides[:, 7] == GUERRILLA).all()
+    assert set(sides[:, :5].ravel()) == {GUERRILLA, COIN}
+    log = ppo.env.pop_log()
+    assert log["bot_n"] >= 1 and log["invalid_rate"] == 0.0       # the bot slot is never read as an action
 
 
 @pytest.mark.parametrize("side_value", [True, False])

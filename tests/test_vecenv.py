@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from gcpipe.engine import COIN as C, GUERRILLA as G, Game, VecEnv
+from gcpipe.engine import COIN as C, GUERRILLA as G, NO_SIDE, Game, VecEnv
 from gcpipe.engine.bots import Bot, BotSpec, kinds_by_side
 from gcpipe.errors import UserError
 
@@ -206,6 +206,32 @@ def test_sides_per_slot():
     assert list(env.slot_sides[:, 0]) == expected
     assert set(expected) == {G, C}
     assert (env.slot_sides.sum(axis=1) == G + C).all()
+
+
+def test_sides_per_env_fix_theirs_and_leave_the_rest_to_the_draw():
+    """Envs 0-3 always Guerrilla, 4-7 always COIN over many games; the NO_SIDE envs play exactly
+    the games of side=None (the draw is taken either way)."""
+    sides = [G] * 4 + [C] * 4 + [NO_SIDE] * 24
+    fixed, drawn = VecEnv(32, side=sides, seed=9, max_episode_length=12), VecEnv(32, side=None, seed=9, max_episode_length=12)
+    fixed.reset()
+    drawn.reset()
+    rng = np.random.default_rng(1)
+    games = 0
+    for _ in range(60):
+        assert (fixed.slot_sides[:4, 0] == G).all() and (fixed.slot_sides[4:8, 0] == C).all()
+        np.testing.assert_array_equal(fixed.slot_sides[8:], drawn.slot_sides[8:])
+        np.testing.assert_array_equal(fixed.observations[8:], drawn.observations[8:])
+        actions = random_actions(fixed, rng)
+        fixed.step(actions)
+        drawn.step(actions)
+        games += fixed.terminals[:8, 0].sum()
+    assert games >= 16                       # every fixed env started new games
+
+
+@pytest.mark.parametrize("sides", [[G] * 7, [G] * 7 + [2], [None] * 8])
+def test_bad_sides_per_env_are_user_errors(sides):
+    with pytest.raises(UserError, match=r"^per-env sides must be 8 values, each NO_SIDE \(-1\), GUERRILLA \(0\) or COIN \(1\)$"):
+        VecEnv(8, side=sides)
 
 
 def test_illegal_action_is_a_penalised_no_op():

@@ -117,6 +117,7 @@ typedef struct {
     int num_slots;
     int selfplay;
     int side;
+    const uint8_t *env_sides;
     int max_episode_length;
     uint32_t seed;
     gc_bot bots[2];

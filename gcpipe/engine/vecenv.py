@@ -3,7 +3,9 @@
 Self-play (`selfplay=True`, two slots): slot 0 is the trainable policy, slot 1 the opponent. Each
 tick both slots receive the same 120-byte observation; the actor slot's mask lists the legal
 actions, the waiting slot's mask allows only 255 (pass), and only the actor slot's action is read.
-`side` None draws slot 0's side per game (rules.md §6's side 0), GUERRILLA or COIN fixes it.
+`side` None draws slot 0's side per game (rules.md §6's side 0), GUERRILLA or COIN fixes it; a
+sequence of num_envs sides sets it per env (NO_SIDE: drawn per game), e.g. to give the agent one
+side in the envs against one bot and the other side against the other.
 Bot mode (`selfplay=False`, one slot): slot 0 plays `side` against a built-in bot that replies
 inside `step` (a COIN agent receives the position after the bot's opening).  In self-play, the
 bot plays slot 1 of every env whose opponent tag is negative: at slot 1's turns the env asks the
@@ -19,7 +21,7 @@ tick (bot moves are not); at `max_episode_length` ticks COIN wins.
 
 Randomness: env i owns a splitmix64 generator started at (seed << 32) + i on `reset`; each game
 takes one draw, whose low 32 bits seed the game (its generator feeds the bots) and whose bit 32
-picks slot 0's side when `side` is 0.  Everything is a pure function of (seed, num_envs, config,
+picks slot 0's side where `side` leaves it open.  Everything is a pure function of (seed, num_envs, config,
 actions) — not of `threads`, the number of threads a step runs on (the bots' searches are most of
 a step's work): each steps interleaved blocks of envs with its own node pool, and the games that
 ended are logged in env order afterwards.
@@ -27,14 +29,14 @@ ended are logged in env order afterwards.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from gcpipe._engine import ffi, lib
 from gcpipe.engine.bots import KINDS, ROLLOUTS, kinds_by_side
-from gcpipe.engine.game import COIN, GUERRILLA, NUM_ACTIONS, OBS_SIZE, side_to_c, sides_from_c
+from gcpipe.engine.game import COIN, GUERRILLA, NO_SIDE, NUM_ACTIONS, OBS_SIZE, side_to_c, sides_from_c
 from gcpipe.errors import UserError, is_int
 
 C_INT_MAX = 2**31 - 1   # the C struct's int settings hold no more
@@ -67,7 +69,7 @@ class VecEnv:
       self-play games against the built-in bot, tag < 0) and bot_score (slot 0's win fraction).
     """
 
-    def __init__(self, num_envs: int, *, selfplay: bool = True, side: int | None = None,
+    def __init__(self, num_envs: int, *, selfplay: bool = True, side: int | Sequence[int] | None = None,
                  opponent: str | Mapping[str, str] = "random",
                  mcts_iterations: int = 256, mcts_exploration: float = 0.7, mcts_rollout: str = "greedy",
                  max_episode_length: int = 256, seed: int = 0, threads: int = 1):
@@ -76,8 +78,16 @@ class VecEnv:
         self._pools = []
         if not is_int(num_envs) or not 0 < num_envs <= C_INT_MAX:
             raise UserError(f"num_envs must be an integer 1..{C_INT_MAX}, got {num_envs!r}")
-        if side is not None and side not in (GUERRILLA, COIN):
-            raise UserError(f"side must be None (random), GUERRILLA ({GUERRILLA}) or COIN ({COIN}), got {side!r}")
+        if side is None or is_int(side):
+            env_sides = None
+            if side is not None and side not in (GUERRILLA, COIN):
+                raise UserError(f"side must be None (random), GUERRILLA ({GUERRILLA}), COIN ({COIN}) or one "
+                                f"of these per env, got {side!r}")
+        else:
+            env_sides = np.asarray(side)
+            if env_sides.shape != (num_envs,) or not np.isin(env_sides, (NO_SIDE, GUERRILLA, COIN)).all():
+                raise UserError(f"per-env sides must be {num_envs} values, each NO_SIDE ({NO_SIDE}), "
+                                f"GUERRILLA ({GUERRILLA}) or COIN ({COIN})")
         if not is_int(max_episode_length) or not 0 < max_episode_length <= C_INT_MAX:
             raise UserError(f"max_episode_length must be an integer 1..{C_INT_MAX}, got {max_episode_length!r}")
         if not is_int(seed) or not 0 <= seed < 2**32:
@@ -110,7 +120,10 @@ class VecEnv:
         vec = ffi.new("gc_vec *")
         vec.num_envs = n
         vec.selfplay = int(self.selfplay)
-        vec.side = 0 if side is None else side_to_c(side)
+        vec.side = side_to_c(side) if side is not None and env_sides is None else 0
+        if env_sides is not None:     # C codes; the attribute keeps the buffer alive
+            self._env_sides = np.array([lib.GC_NONE if x == NO_SIDE else side_to_c(x) for x in env_sides], np.uint8)
+            vec.env_sides = ffi.from_buffer("uint8_t[]", self._env_sides)
         vec.max_episode_length = int(max_episode_length)
         vec.seed = int(seed)
         # The bot of each side, in gc_vec's order (Guerrilla, COIN), which is SIDE_NAMES'.

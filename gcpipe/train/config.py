@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from gcpipe.engine.game import SIDE_NAMES
 from gcpipe.errors import UserError
 from gcpipe.schema import check, coerce_numbers, load_schema
 from gcpipe.search.settings import SETTINGS_SCHEMA
@@ -66,8 +67,9 @@ class TrainConfig:
     pool_size: int
     frozen_banks: int
     # Self-play against the built-in bot: this fraction of envs has slot 1 played by `opponent`
-    # (logged as bot_*); the current policy plays slot 1 of the rest.
-    bot_fraction: float
+    # (logged as bot_*); the current policy plays slot 1 of the rest.  One fraction (the network's
+    # side drawn per game) or {guerrilla: f, coin: f}: the envs in which the bot plays each side.
+    bot_fraction: float | dict
     train_slot_1: bool  # also learn from slot 1 where it is the current policy
     # Self-play value per side.  Both slots see the same observations (rules.md §5), so a single
     # value output cannot tell whether a row is the Guerrilla or the COIN of its game.  With
@@ -136,7 +138,24 @@ class TrainConfig:
 
     @property
     def num_bot_envs(self) -> int:
-        return round(self.bot_fraction * self.num_envs) if self.selfplay else 0
+        return sum(self.bot_games(self.num_envs)) if self.selfplay else 0
+
+    @property
+    def bot_per_side(self) -> bool:
+        return isinstance(self.bot_fraction, dict)
+
+    @property
+    def total_bot_fraction(self) -> float:
+        return sum(self.bot_fraction.values()) if self.bot_per_side else self.bot_fraction
+
+    def bot_games(self, n: int) -> tuple[int, int]:
+        """Of n games (PPO: envs), how many the bot plays as the Guerrilla and as the COIN; with one
+        bot_fraction the split is an expectation (PPO draws the sides per game; expert iteration
+        alternates them, the network's Guerrilla first)."""
+        if self.bot_per_side:
+            return tuple(round(self.bot_fraction[side] * n) for side in SIDE_NAMES)
+        total = round(self.bot_fraction * n)
+        return total // 2, total - total // 2
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -176,7 +195,11 @@ def make_config(settings: dict | None = None, where: str = "run config") -> Trai
     schema = run_schema()
     values = check(dict(settings) if isinstance(settings, dict) else {} if settings is None else settings,
                    schema, where)
-    config = TrainConfig(**coerce_numbers(values, schema["properties"]))
+    values = coerce_numbers(values, schema["properties"])
+    fraction = values["bot_fraction"]     # a number or a mapping of numbers: floats, like every fraction
+    values["bot_fraction"] = {side: float(f) for side, f in fraction.items()} if isinstance(fraction, dict) \
+        else float(fraction)
+    config = TrainConfig(**values)
     _check_across(config, where)
     return config
 
@@ -199,10 +222,18 @@ def _check_across(config: TrainConfig, where: str) -> None:
     if config.minibatch_size % config.horizon:
         raise UserError(f"{where}: 'minibatch_size' ({config.minibatch_size}) must be a multiple of "
                         f"'horizon' ({config.horizon}): minibatches are whole segments")
-    if config.bot_fraction > 0 and not config.selfplay:
+    if config.total_bot_fraction > 0 and not config.selfplay:
         raise UserError(f"{where}: 'bot_fraction' applies to self-play only (bot mode plays the bot everywhere)")
-    for name, envs in (("historical_fraction", config.num_historical_envs), ("bot_fraction", config.num_bot_envs)):
-        fraction = getattr(config, name)
+    if config.bot_per_side and config.side != "random":
+        raise UserError(f"{where}: 'bot_fraction' per side sets the network's side in the bot envs; "
+                        f"set 'side' to random (got {config.side})")
+    fractions = [("historical_fraction", config.historical_fraction, config.num_historical_envs)]
+    if config.bot_per_side:
+        fractions += [(f"bot_fraction.{side}", config.bot_fraction[side], envs)
+                      for side, envs in zip(SIDE_NAMES, config.bot_games(config.num_envs))]
+    else:
+        fractions.append(("bot_fraction", config.bot_fraction, config.num_bot_envs))
+    for name, fraction, envs in fractions:
         if config.selfplay and fraction > 0 and envs == 0:
             raise UserError(f"{where}: '{name}' {fraction} of {config.num_envs} envs "
                             f"rounds to no env; raise num_envs or set the fraction to 0")

@@ -6,8 +6,8 @@ Self-play.  Each iteration plays `selfplay_games` complete games from the start 
 seeded from (seed, iteration, j), spread over worker processes (a game is a pure function of its
 seed and the weights, so the data do not depend on the worker count).  One recurrent state per
 game steps on every ply (standard 5c: both sides are the same net seeing the same observations).
-In `bot_fraction` of the games the search plays one side (alternating) against the `opponent`
-bot of the other side; the net still steps on the bot's plies.  No legal game exceeds GC_MAX_GAME_PLIES plies.
+In `bot_fraction` of the games the search plays one side (alternating; with a fraction per side,
+the side the bot does not play) against the `opponent` bot of the other side; the net still steps on the bot's plies.  No legal game exceeds GC_MAX_GAME_PLIES plies.
 
 Moves.  A Gumbel search plays its Sequential Halving winner (a draw from pi' through the Gumbel
 noise); a PUCT search draws its move in proportion to the root visits (AlphaZero's temperature 1),
@@ -288,9 +288,11 @@ class ExpertIteration:
         c = self.config
         n = c.selfplay_games
         seeds = np.array([game_seed(c.seed, self.epoch, j) for j in range(n)], np.uint32)
-        bot_games = round(c.bot_fraction * n)
-        sides = np.full(n, NO_SIDE, np.int64)
-        sides[n - bot_games:] = np.where(np.arange(bot_games) % 2 == 0, GUERRILLA, COIN)
+        bot_as_guerrilla, bot_as_coin = c.bot_games(n)
+        bot_games = bot_as_guerrilla + bot_as_coin
+        sides = np.full(n, NO_SIDE, np.int64)     # the side the search plays against the bot
+        sides[n - bot_games:] = (np.repeat([COIN, GUERRILLA], [bot_as_guerrilla, bot_as_coin]) if c.bot_per_side
+                                 else np.where(np.arange(bot_games) % 2 == 0, GUERRILLA, COIN))
         arrays = net_arrays(self.policy)
         bounds = np.linspace(0, n, self.workers + 1).astype(int)
         tasks = [(arrays, self.settings, seeds[a:b], sides[a:b], self.opponents)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gcpipe.engine import COIN, PASS_ACTION, SIDE_NAMES
+from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, PASS_ACTION, SIDE_NAMES
 from gcpipe.engine.vecenv import VecEnv
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.train.config import TrainConfig, torch_device
@@ -81,6 +81,20 @@ def make_policy(config: TrainConfig, generator: torch.Generator | None = None) -
     return MinGRUPolicy(bias=config.bias, generator=generator)
 
 
+def slot0_sides(c: TrainConfig) -> int | np.ndarray | None:
+    """The network's (slot 0's) side for VecEnv: c.side (None: drawn per game), or per env where
+    bot_fraction is per side: in the bot envs (the block before the historical ones, see _assign_rows)
+    the side the bot does not play, first against the Guerrilla bot, then against the COIN bot."""
+    if not c.bot_per_side:
+        return None if c.side == "random" else SIDE_NAMES.index(c.side)
+    sides = np.full(c.num_envs, NO_SIDE)
+    bot_as_guerrilla, bot_as_coin = c.bot_games(c.num_envs)
+    first_bot = c.num_envs - c.num_historical_envs - c.num_bot_envs
+    sides[first_bot:first_bot + bot_as_guerrilla] = COIN
+    sides[first_bot + bot_as_guerrilla:first_bot + bot_as_guerrilla + bot_as_coin] = GUERRILLA
+    return sides
+
+
 class PPO:
     """The policy, its optimiser, the environments, the opponent pool and the epoch buffers."""
 
@@ -96,7 +110,7 @@ class PPO:
         self.optimizer = Muon(self.policy.parameters(), lr=c.learning_rate, momentum=c.muon_momentum)
         self.epoch = 0
         self.global_step = 0
-        self.env = VecEnv(c.num_envs, selfplay=c.selfplay, side=None if c.side == "random" else SIDE_NAMES.index(c.side),
+        self.env = VecEnv(c.num_envs, selfplay=c.selfplay, side=slot0_sides(c),
                           opponent=c.opponent, mcts_iterations=c.mcts_iterations, mcts_exploration=c.mcts_exploration,
                           mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed,
                           threads=torch.get_num_threads())   # the bots' searches on every core; same results
