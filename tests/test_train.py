@@ -436,8 +436,9 @@ def test_legacy_baseline_run_writes_the_legacy_layout(tmp_path):
     assert sorted(p.name for p in (out / "checkpoints").glob("*.bin")) == [checkpoint_name(128), checkpoint_name(256)]
 
 
-def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
-    settings = dict(total_timesteps=10 * 2 * 16 * 6, checkpoint_interval=2)        # 6 epochs
+@pytest.mark.parametrize("bots", [{}, {"bot_fraction": {"guerrilla": 0.2, "coin": 0.1}}], ids=["selfplay", "bots_per_side"])
+def test_resumed_run_matches_an_uninterrupted_one(tmp_path, bots):
+    settings = dict(total_timesteps=10 * 2 * 16 * 6, checkpoint_interval=2, **bots)        # 6 epochs
     whole = train("r", _tiny(**settings), tmp_path / "whole", echo=lambda line: None)
     part = tmp_path / "part"
     train("r", _tiny(**settings, max_epochs=3), part, echo=lambda line: None)  # "killed" after epoch 3
