@@ -303,11 +303,8 @@ def test_selfplay_bot_share_plays_the_bot_in_slot_1():
     assert log["invalid_rate"] == 0.0             # the bot's slot is never read as an (illegal) action
 
 
-def test_selfplay_bot_share_per_side_fixes_the_networks_side_in_the_bot_envs():
-    """10 envs: 5 current policy, 2 where the bot plays the Guerrilla (the network the COIN), 1 where
-    it plays the COIN, 2 historical; the other envs draw their sides per game."""
-    ppo = PPO(_tiny(bot_fraction={"guerrilla": 0.2, "coin": 0.1}, opponent={"guerrilla": "greedy", "coin": "random"}))
-    assert ppo.env.opponent_tags.tolist() == [0] * 5 + [-1] * 3 + [1, 2]
+def _record_slot_0_sides(ppo: PPO) -> list[np.ndarray]:
+    """A list that gets slot 0's side in every env at each env step of `ppo` from now on."""
     sides = []
     real_step = ppo.env.step
 
@@ -316,6 +313,15 @@ def test_selfplay_bot_share_per_side_fixes_the_networks_side_in_the_bot_envs():
         real_step(actions)
 
     ppo.env.step = recording_step
+    return sides
+
+
+def test_selfplay_bot_share_per_side_fixes_the_networks_side_in_the_bot_envs():
+    """10 envs: 5 current policy, 2 where the bot plays the Guerrilla (the network the COIN), 1 where
+    it plays the COIN, 2 historical; the other envs draw their sides per game."""
+    ppo = PPO(_tiny(bot_fraction={"guerrilla": 0.2, "coin": 0.1}, opponent={"guerrilla": "greedy", "coin": "random"}))
+    assert ppo.env.opponent_tags.tolist() == [0] * 5 + [-1] * 3 + [1, 2]
+    sides = _record_slot_0_sides(ppo)
     for _ in range(4):
         ppo.collect()
     sides = np.stack(sides)
@@ -330,14 +336,7 @@ def test_selfplay_values_are_read_per_side(side_value):
     """Both slots see the same observations, so with side_value the COIN rows take their value
     from the pass logit (decoder row 255) and the Guerrilla rows from the value row."""
     ppo = PPO(_tiny(side_value=side_value))
-    sides = []
-    real_step = ppo.env.step
-
-    def recording_step(actions=None):
-        sides.append(ppo.env.slot_sides[:, 0].copy())
-        real_step(actions)
-
-    ppo.env.step = recording_step
+    sides = _record_slot_0_sides(ppo)
     ppo.collect()
     coin = torch.from_numpy(np.stack(sides, axis=1) == COIN)
     assert coin.any() and (~coin).any()
