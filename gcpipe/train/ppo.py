@@ -6,8 +6,9 @@ Each row carries its own recurrent state, stepped every tick (in self-play the w
 only legal action is the pass, so both slots' states see every position: "standard 5c"), and
 zeroed when its game ends.  Slot 1 of the last `num_historical_envs` envs is played by frozen
 snapshots from the opponent pool, slot 1 of the `num_bot_envs` envs before them by the built-in
-bot (inside the env step); every other row by the current policy.  The trained rows are
-slot 0 of every env, plus slot 1 of the current-policy envs when `train_slot_1` is set.
+bot (inside the env step; with bot_fraction per side, slot 0's side is fixed in them: slot0_sides);
+every other row by the current policy.  The trained rows are slot 0 of every env, plus slot 1
+of the current-policy envs when `train_slot_1` is set.
 
 A segment is one trained row over the `horizon` ticks of an epoch; it starts from the recurrent
 state the row had when the epoch began.
