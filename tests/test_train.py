@@ -319,7 +319,8 @@ def _record_slot_0_sides(ppo: PPO) -> list[np.ndarray]:
 def test_selfplay_bot_share_per_side_fixes_the_networks_side_in_the_bot_envs():
     """10 envs: 5 current policy, 2 where the bot plays the Guerrilla (the network the COIN), 1 where
     it plays the COIN, 2 historical; the other envs draw their sides per game."""
-    ppo = PPO(_tiny(bot_fraction={"guerrilla": 0.2, "coin": 0.1}, opponent={"guerrilla": "greedy", "coin": "random"}))
+    ppo = PPO(_tiny(bot_fraction={"coin": 0.1, "guerrilla": 0.2}, opponent={"guerrilla": "greedy", "coin": "random"}))
+    assert list(ppo.config.bot_fraction.items()) == [("guerrilla", 0.2), ("coin", 0.1)]    # recorded in one order
     assert ppo.env.opponent_tags.tolist() == [0] * 5 + [-1] * 3 + [1, 2]
     sides = _record_slot_0_sides(ppo)
     for _ in range(4):

@@ -196,8 +196,10 @@ def make_config(settings: dict | None = None, where: str = "run config") -> Trai
     values = check(dict(settings) if isinstance(settings, dict) else {} if settings is None else settings,
                    schema, where)
     values = coerce_numbers(values, schema["properties"])
-    fraction = values["bot_fraction"]     # a number or a mapping of numbers: floats, like every fraction
-    values["bot_fraction"] = {side: float(f) for side, f in fraction.items()} if isinstance(fraction, dict) \
+    # A number or a mapping of numbers: floats like every fraction; a mapping is recorded with the
+    # run (config.json) in SIDE_NAMES' order, whatever order the config wrote.
+    fraction = values["bot_fraction"]
+    values["bot_fraction"] = {side: float(fraction[side]) for side in SIDE_NAMES} if isinstance(fraction, dict) \
         else float(fraction)
     config = TrainConfig(**values)
     _check_across(config, where)
