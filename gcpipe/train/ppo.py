@@ -82,17 +82,23 @@ def make_policy(config: TrainConfig, generator: torch.Generator | None = None) -
     return MinGRUPolicy(bias=config.bias, generator=generator)
 
 
+def bot_env_range(c: TrainConfig) -> tuple[int, int]:
+    """The bot envs, [first, end): the block just before the historical envs (the module docstring)."""
+    first_historical = c.num_envs - c.num_historical_envs
+    return first_historical - c.num_bot_envs, first_historical
+
+
 def slot0_sides(c: TrainConfig) -> int | np.ndarray | None:
     """The network's (slot 0's) side for VecEnv: c.side (None: drawn per game), or per env where
-    bot_fraction is per side: in the bot envs (the block before the historical ones, see _assign_rows)
-    the side the bot does not play, first against the Guerrilla bot, then against the COIN bot."""
+    bot_fraction is per side: in the bot envs the side the bot does not play, first against the
+    Guerrilla bot, then against the COIN bot."""
     if not c.bot_per_side:
         return None if c.side == "random" else SIDE_NAMES.index(c.side)
     sides = np.full(c.num_envs, NO_SIDE)
-    bot_as_guerrilla, bot_as_coin = c.bot_games(c.num_envs)
-    first_bot = c.num_envs - c.num_historical_envs - c.num_bot_envs
+    first_bot, end = bot_env_range(c)
+    bot_as_guerrilla, _ = c.bot_games(c.num_envs)
     sides[first_bot:first_bot + bot_as_guerrilla] = COIN
-    sides[first_bot + bot_as_guerrilla:first_bot + bot_as_guerrilla + bot_as_coin] = GUERRILLA
+    sides[first_bot + bot_as_guerrilla:end] = GUERRILLA
     return sides
 
 
@@ -139,8 +145,7 @@ class PPO:
         """Which rows play what (see the module docstring), and the bot envs' opponent tags."""
         c, slots = self.config, self.env.num_slots
         num_rows = c.num_envs * slots
-        self.first_historical = c.num_envs - c.num_historical_envs
-        first_bot = self.first_historical - c.num_bot_envs
+        first_bot, self.first_historical = bot_env_range(c)
         self.historical_rows = torch.arange(self.first_historical, c.num_envs) * slots + 1
         is_current = torch.ones(num_rows, dtype=torch.bool)
         is_current[self.historical_rows] = False
