@@ -21,7 +21,7 @@ from gcpipe.train.evaluate import win_rate
 from gcpipe.train.muon import Muon, newton_schulz
 from gcpipe.train.ppo import PPO, sample_actions, vtrace_gae
 from gcpipe.train.run import METRIC_FIELDS, checkpoint_name, train
-from gcpipe.train.sequence import forward_segments
+from gcpipe.train.sequence import DecoderColumns, forward_segments
 from sequence_oracle import forward_sequence
 
 PASS = 255
@@ -184,7 +184,8 @@ def test_fast_segment_forward_equals_stepping_the_network():
     state = torch.rand(2, batch, 128, generator=generator)
     starts = torch.rand(batch, horizon, generator=generator) < 0.2
     starts[0, 0] = True
-    logits, values = forward_segments(model, obs, state, starts)
+    logits, values, pass_logits = forward_segments(model, obs, state, starts)
+    assert torch.equal(pass_logits, logits[..., PASS])
     s = state.clone()
     for t in range(horizon):
         s = s * (~starts[:, t]).float().view(1, -1, 1)
@@ -199,6 +200,28 @@ def test_fast_segment_forward_equals_stepping_the_network():
     got = torch.autograd.grad((logits * weights).sum() + values.sum(), params)
     for e, g in zip(expected, got):
         assert torch.allclose(e, g, rtol=1e-4, atol=1e-4)
+
+
+def test_decoder_columns_give_autograds_slicing_gradient_bit_for_bit():
+    """DecoderColumns only moves data: its gradient is the one autograd's slices of the transposed
+    output give, to the bit, with the pass column's two uses (a logit, a COIN value) summed."""
+    generator = torch.Generator().manual_seed(5)
+    steps, batch = 7, 6
+    out = torch.randn(steps, batch, 257, generator=generator, requires_grad=True)
+    weights = torch.randn(batch, steps, 256, generator=generator)
+    pass_weights, value_weights = torch.randn(2, batch, steps, generator=generator)
+
+    def loss(logits, pass_logits, values):
+        return (logits * weights).sum() + (pass_logits * pass_weights).sum() + (values * value_weights).sum()
+
+    batch_major = out.transpose(0, 1)
+    expected, = torch.autograd.grad(loss(batch_major[..., :256], batch_major[..., PASS], batch_major[..., 256]), out)
+    logits, pass_logits, values = DecoderColumns.apply(out)
+    assert torch.equal(logits, batch_major[..., :256]) and torch.equal(values, batch_major[..., 256])
+    got, = torch.autograd.grad(loss(logits, pass_logits, values), out)
+    assert torch.equal(got, expected)
+    unused_pass, = torch.autograd.grad((logits * weights).sum() + values.sum(), out)
+    assert torch.equal(unused_pass[..., PASS], weights[..., PASS].T)
 
 
 def test_sampling_never_picks_a_masked_action_and_returns_its_log_prob():
@@ -341,7 +364,7 @@ def test_selfplay_values_are_read_per_side(side_value):
     ppo.collect()
     coin = torch.from_numpy(np.stack(sides, axis=1) == COIN)
     assert coin.any() and (~coin).any()
-    logits, values = forward_segments(ppo.policy, ppo.buf_obs, ppo.buf_initial_state, ppo.buf_starts)
+    logits, values, _ = forward_segments(ppo.policy, ppo.buf_obs, ppo.buf_initial_state, ppo.buf_starts)
     expected = torch.where(coin, logits[..., PASS], values) if side_value else values
     assert torch.allclose(ppo.buf_values, expected, atol=1e-5)
     assert not torch.allclose(logits[..., PASS][coin], values[coin], atol=1e-3)   # the two really differ

@@ -49,7 +49,7 @@ from gcpipe.search.player import SearchPlayer
 from gcpipe.search.settings import SearchSettings, make_settings
 from gcpipe.train.config import TrainConfig, torch_device
 from gcpipe.train.muon import Muon
-from gcpipe.train.ppo import COIN_VALUE_ROW, cosine_lr, make_policy, masked_logits
+from gcpipe.train.ppo import cosine_lr, make_policy, masked_logits
 from gcpipe.train.sequence import forward_segments
 
 MAX_PLIES = lib.GC_MAX_GAME_PLIES
@@ -241,13 +241,13 @@ def expert_loss(policy: MinGRUPolicy, batch: dict[str, torch.Tensor]
     """The policy and value losses of the module docstring on packed rows, and the log's figures."""
     rows = batch["obs"].shape[0]
     initial = torch.zeros(policy.layers, rows, policy.hidden, device=batch["obs"].device)
-    logits, values = forward_segments(policy, batch["obs"], initial, batch["starts"])
+    logits, values, pass_logits = forward_segments(policy, batch["obs"], initial, batch["starts"])
     log_probs = torch.log_softmax(masked_logits(logits, batch["masks"]), dim=-1)
     searched, valid = batch["searched"], batch["valid"]
     targets = batch["targets"][searched]
     policy_loss = -(targets * log_probs[searched]).sum(-1).mean()
     y = batch["value_target"][valid]
-    value_loss = 0.5 * ((values[valid] - y).square() + (logits[..., COIN_VALUE_ROW][valid] + y).square()).mean()
+    value_loss = 0.5 * ((values[valid] - y).square() + (pass_logits[valid] + y).square()).mean()
     with torch.no_grad():   # softmax, not exp(log_softmax): exp of the -1e4 entries is slow on CPU
         probs = torch.softmax(masked_logits(logits[searched], batch["masks"][searched]), dim=-1)
         entropy = -(probs * log_probs[searched]).sum(-1).mean()

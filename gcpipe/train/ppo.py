@@ -67,9 +67,10 @@ def vtrace_gae(rewards: Tensor, values: Tensor, terminals: Tensor, bootstrap: Te
     return advantages
 
 
-def side_values(logits: Tensor, values: Tensor, coin: Tensor | None) -> Tensor:
-    """Each row's value: the value output, or for COIN rows (`coin` true) the raw pass logit."""
-    return values if coin is None else torch.where(coin, logits[..., COIN_VALUE_ROW], values)
+def side_values(pass_logits: Tensor, values: Tensor, coin: Tensor | None) -> Tensor:
+    """Each row's value: the value output, or for COIN rows (`coin` true) the raw pass logit
+    (logits[..., COIN_VALUE_ROW])."""
+    return values if coin is None else torch.where(coin, pass_logits, values)
 
 
 def cosine_lr(config: TrainConfig, epoch: int) -> float:
@@ -210,7 +211,7 @@ class PPO:
             take = (lambda x: x) if pick is None else (lambda x: x[pick])
             if self.side_value:
                 coin = self._coin_rows() if rows is None else self._coin_rows()[rows]
-                values = side_values(logits, values, coin)
+                values = side_values(logits[:, COIN_VALUE_ROW], values, coin)
                 self.buf_coin[:, t] = take(coin)
             self.buf_obs[:, t] = take(obs)
             self.buf_masks[:, t] = take(mask)
@@ -247,7 +248,7 @@ class PPO:
         logits, values, _ = self.policy.step(self.obs.to(self.device)[self.trained_rows],
                                              self.state[:, self.trained_rows])
         coin = self._coin_rows()[self.trained_rows] if self.side_value else None
-        self.buf_bootstrap.copy_(side_values(logits, values, coin))
+        self.buf_bootstrap.copy_(side_values(logits[:, COIN_VALUE_ROW], values, coin))
         self.global_step += c.steps_per_epoch
 
     # ---------------------------------------------------------------- update
@@ -282,9 +283,9 @@ class PPO:
             mb_adv = advantages[idx]
             mb_adv = weights * (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
 
-            logits, new_values = forward_segments(
+            logits, new_values, pass_logits = forward_segments(
                 self.policy, self.buf_obs[idx], self.buf_initial_state[:, idx], self.buf_starts[idx])
-            new_values = side_values(logits, new_values, self.buf_coin[idx] if self.side_value else None)
+            new_values = side_values(pass_logits, new_values, self.buf_coin[idx] if self.side_value else None)
             logits = masked_logits(logits, self.buf_masks[idx])
             log_probs = torch.log_softmax(logits, dim=-1)
             new_logprobs = log_probs.gather(-1, self.buf_actions[idx].unsqueeze(-1)).squeeze(-1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from gcpipe.engine import PASS_ACTION
 from gcpipe.nn.model import MinGRUPolicy, _candidate
 
 
@@ -42,10 +43,36 @@ class LinearRecurrence(torch.autograd.Function):
         return grad_b * previous, grad_b, carry
 
 
-def forward_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Tensor) -> tuple[Tensor, Tensor]:
+class DecoderColumns(torch.autograd.Function):
+    """The decoder's time-major output [T, B, A+1] seen batch-major as logits [B, T, A], the pass
+    logit [B, T] (column PASS_ACTION, the COIN rows' value with `side_value`) and the value [B, T].
+    The same views autograd's slicing gives; the backward writes their gradients into one
+    time-major tensor, where autograd would zero-fill a batch-major tensor per slice, add them and
+    copy the sum time-major for the decoder's matrix product (a fifth of the update's time).  Only
+    data moves, so the gradients are the same bits."""
+
+    @staticmethod
+    def forward(ctx, out: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        actions = out.shape[-1] - 1
+        batch_major = out.transpose(0, 1)
+        return batch_major[..., :actions], batch_major[..., PASS_ACTION], batch_major[..., actions]
+
+    @staticmethod
+    def backward(ctx, grad_logits: Tensor, grad_pass: Tensor, grad_values: Tensor) -> Tensor:
+        # (An unused output's gradient arrives as zeros: autograd materialises it.)
+        batch, steps, actions = grad_logits.shape
+        grad = grad_logits.new_empty(steps, batch, actions + 1)
+        grad[..., :actions] = grad_logits.transpose(0, 1)
+        grad[..., PASS_ACTION] += grad_pass.T
+        grad[..., actions] = grad_values.T
+        return grad
+
+
+def forward_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """obs [B, T, 120], state [L, B, H] (before step 0), starts [B, T] bool (state zeroed before
-    that step) -> (logits [B, T, 256], values [B, T]): the logits and values of stepping the policy
-    T times, zeroing the state before the steps where `starts` is set."""
+    that step) -> (logits [B, T, 256], values [B, T], pass logits [B, T]): the logits and values of
+    stepping the policy T times, zeroing the state before the steps where `starts` is set; the pass
+    logit (also logits[..., PASS_ACTION]) apart, for `side_value`'s COIN rows."""
     hidden = policy.hidden
     keep = (~starts.T).unsqueeze(-1).to(torch.float32)            # [T, B, 1]: 0 where the state resets
     x = policy.encoder(obs.transpose(0, 1).to(torch.float32))      # [T, B, H], time-major
@@ -56,5 +83,5 @@ def forward_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: T
         candidate = _candidate(h, torch.sigmoid(h))
         s = LinearRecurrence.apply((1.0 - z) * keep, z * candidate, state[layer] * keep[0])
         x = x + torch.sigmoid(p) * (s - x)
-    out = policy.decoder(x).transpose(0, 1)
-    return out[..., :policy.num_actions], out[..., policy.num_actions]
+    logits, pass_logits, values = DecoderColumns.apply(policy.decoder(x))
+    return logits, values, pass_logits
