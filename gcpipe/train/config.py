@@ -40,6 +40,7 @@ class TrainConfig:
     muon_momentum: float
     max_grad_norm: float
     # Advantages: GAE generalised with V-trace clips; rewards clamped to [-1, 1].
+    reward_shaping: float  # scale of rules.md §6's capture rewards (1: the reference's; 0: win/loss only)
     gamma: float
     gae_lambda: float
     vtrace_rho_clip: float
