@@ -64,6 +64,7 @@ def test_run_config_is_read_from_the_runs_mapping(tmp_path):
     ({"num_envs": 0}, "num_envs: 0 is less than the minimum of 1"),
     ({"gamma": 1.5}, "gamma: 1.5 is greater than the maximum of 1"),
     ({"reward_shaping": -0.5}, "reward_shaping: -0.5 is less than the minimum of 0"),
+    ({"reward_shaping": {"coin": 0}}, "reward_shaping: missing key 'guerrilla'"),
     ({"learning_rate": float("nan")}, "learning_rate: must be a finite number, got nan"),
     ({"layout": "5d"}, "layout: '5d' is not one of 5c, 5c-bias, legacy"),
     ({"side": 1}, "side: 1 is not one of random, guerrilla, coin"),
@@ -304,29 +305,36 @@ def test_selfplay_slots_passes_rewards_and_pool_swaps_at_boundaries():
     assert 0 < wins < games
 
 
-@pytest.mark.parametrize("scale", [0.0, 0.5])
-def test_reward_shaping_scales_the_capture_rewards_and_leaves_the_outcome(scale):
-    ppo = PPO(_tiny(reward_shaping=scale))
-    rewards, terminals = [], []
+@pytest.mark.parametrize("shaping, scales", [(0.0, (0.0, 0.0)), (0.5, (0.5, 0.5)),
+                                             ({"coin": 0.0, "guerrilla": 2.0}, (2.0, 0.0))])
+def test_reward_shaping_scales_each_sides_capture_rewards_and_leaves_the_outcome(shaping, scales):
+    ppo = PPO(_tiny(reward_shaping=shaping))
+    assert ppo.config.shaping_scales == scales
+    rewards, terminals, coin = [], [], []
     real_step = ppo.env.step
 
     def recording_step(actions=None):
+        coin.append(ppo.env.slot_sides[:, 0] == COIN)      # the side slot 0 plays in this step's game
         real_step(actions)
         rewards.append(ppo.env.rewards[:, 0].copy())
         terminals.append(ppo.env.terminals[:, 0].copy())
 
     ppo.env.step = recording_step
-    n_captures = n_ended = 0
+    captures_by_side = np.zeros(2, int)
+    n_ended = 0
     for _ in range(8):
         ppo.collect()
         env_rewards = np.stack(rewards[-ppo.config.horizon:], axis=1)
         ended = np.stack(terminals[-ppo.config.horizon:], axis=1) == 1
+        is_coin = np.stack(coin[-ppo.config.horizon:], axis=1)
         captures = (env_rewards > 0) & ~ended
-        expected = np.where(captures, env_rewards * np.float32(scale), env_rewards)
+        scale = np.where(is_coin, np.float32(scales[1]), np.float32(scales[0]))
+        expected = np.where(captures, env_rewards * scale, env_rewards)
         assert torch.equal(ppo.buf_rewards, torch.from_numpy(expected))
         assert set(np.abs(env_rewards[ended]).tolist()) <= {1.0}
-        n_captures, n_ended = n_captures + captures.sum(), n_ended + ended.sum()
-    assert n_captures > 10 and n_ended > 5
+        captures_by_side += [(captures & ~is_coin).sum(), (captures & is_coin).sum()]
+        n_ended += ended.sum()
+    assert (captures_by_side > 5).all() and n_ended > 5
 
 
 def test_a_run_from_an_init_checkpoint_plays_it_as_its_first_frozen_opponent(tmp_path):

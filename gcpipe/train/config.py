@@ -40,7 +40,7 @@ class TrainConfig:
     muon_momentum: float
     max_grad_norm: float
     # Advantages: GAE generalised with V-trace clips; rewards clamped to [-1, 1].
-    reward_shaping: float  # scale of rules.md §6's capture rewards (1: the reference's; 0: win/loss only)
+    reward_shaping: float | dict  # scale of rules.md §6's capture rewards, or {guerrilla: s, coin: s}
     gamma: float
     gae_lambda: float
     vtrace_rho_clip: float
@@ -158,6 +158,13 @@ class TrainConfig:
         total = round(self.bot_fraction * n)
         return total // 2, total - total // 2
 
+    @property
+    def shaping_scales(self) -> tuple[float, float]:
+        """reward_shaping's scale of the Guerrilla's and of the COIN's capture rewards."""
+        if isinstance(self.reward_shaping, dict):
+            return tuple(self.reward_shaping[side] for side in SIDE_NAMES)
+        return self.reward_shaping, self.reward_shaping
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
@@ -202,6 +209,9 @@ def make_config(settings: dict | None = None, where: str = "run config") -> Trai
     fraction = values["bot_fraction"]
     values["bot_fraction"] = {side: float(fraction[side]) for side in SIDE_NAMES} if isinstance(fraction, dict) \
         else float(fraction)
+    shaping = values["reward_shaping"]
+    values["reward_shaping"] = {side: float(shaping[side]) for side in SIDE_NAMES} if isinstance(shaping, dict) \
+        else float(shaping)
     config = TrainConfig(**values)
     _check_across(config, where)
     return config

@@ -233,10 +233,13 @@ class PPO:
 
             rewards = self.rewards.to(self.device).clamp(-1.0, 1.0)
             done = self.terminals.to(self.device, torch.float32)
-            if c.reward_shaping != 1.0:
+            guerrilla_scale, coin_scale = c.shaping_scales
+            if (guerrilla_scale, coin_scale) != (1.0, 1.0):
                 # The capture rewards are the positive rewards of the steps that end no game
-                # (rules.md §6: the outcome replaces a last step's shaping; illegal moves give -1).
-                rewards = torch.where((rewards > 0) & (done == 0), rewards * c.reward_shaping, rewards)
+                # (rules.md §6: the outcome replaces a last step's shaping; illegal moves give -1);
+                # such a step's row still plays the side it played (no reset).
+                scale = torch.where(self._coin_rows(), coin_scale, guerrilla_scale)
+                rewards = torch.where((rewards > 0) & (done == 0), rewards * scale, rewards)
             self.buf_rewards[:, t] = rewards[self.trained_rows]
             self.buf_terminals[:, t] = done[self.trained_rows]
             if t + 1 < c.horizon:
