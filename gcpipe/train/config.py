@@ -204,14 +204,11 @@ def make_config(settings: dict | None = None, where: str = "run config") -> Trai
     values = check(dict(settings) if isinstance(settings, dict) else {} if settings is None else settings,
                    schema, where)
     values = coerce_numbers(values, schema["properties"])
-    # A number or a mapping of numbers: floats like every fraction; a mapping is recorded with the
-    # run (config.json) in SIDE_NAMES' order, whatever order the config wrote.
-    fraction = values["bot_fraction"]
-    values["bot_fraction"] = {side: float(fraction[side]) for side in SIDE_NAMES} if isinstance(fraction, dict) \
-        else float(fraction)
-    shaping = values["reward_shaping"]
-    values["reward_shaping"] = {side: float(shaping[side]) for side in SIDE_NAMES} if isinstance(shaping, dict) \
-        else float(shaping)
+    # A number or a mapping of numbers per side: floats; a mapping is recorded with the run
+    # (config.json) in SIDE_NAMES' order, whatever order the config wrote.
+    for key in ("bot_fraction", "reward_shaping"):
+        value = values[key]
+        values[key] = {side: float(value[side]) for side in SIDE_NAMES} if isinstance(value, dict) else float(value)
     config = TrainConfig(**values)
     _check_across(config, where)
     return config
