@@ -190,6 +190,7 @@ class PPO:
     def collect(self) -> None:
         """Plays one epoch (horizon ticks of every env) and fills the buffers."""
         c = self.config
+        guerrilla_scale, coin_scale = c.shaping_scales
         self.buf_initial_state.copy_(self.state[:, self.trained_rows])
         for t in range(c.horizon):
             # The env's observations on the network's device (the same tensors on the CPU).
@@ -233,7 +234,6 @@ class PPO:
 
             rewards = self.rewards.to(self.device).clamp(-1.0, 1.0)
             done = self.terminals.to(self.device, torch.float32)
-            guerrilla_scale, coin_scale = c.shaping_scales
             if (guerrilla_scale, coin_scale) != (1.0, 1.0):
                 # The capture rewards are the positive rewards of the steps that end no game
                 # (rules.md §6: the outcome replaces a last step's shaping; illegal moves give -1);
