@@ -65,6 +65,7 @@ def test_run_config_is_read_from_the_runs_mapping(tmp_path):
     ({"gamma": 1.5}, "gamma: 1.5 is greater than the maximum of 1"),
     ({"reward_shaping": -0.5}, "reward_shaping: -0.5 is less than the minimum of 0"),
     ({"reward_shaping": {"coin": 0}}, "reward_shaping: missing key 'guerrilla'"),
+    ({"reward_shaping_from": 1.5}, "reward_shaping_from: 1.5 is greater than the maximum of 1"),
     ({"learning_rate": float("nan")}, "learning_rate: must be a finite number, got nan"),
     ({"layout": "5d"}, "layout: '5d' is not one of 5c, 5c-bias, legacy"),
     ({"side": 1}, "side: 1 is not one of random, guerrilla, coin"),
@@ -305,11 +306,14 @@ def test_selfplay_slots_passes_rewards_and_pool_swaps_at_boundaries():
     assert 0 < wins < games
 
 
-@pytest.mark.parametrize("shaping, scales", [(0.0, (0.0, 0.0)), (0.5, (0.5, 0.5)),
-                                             ({"coin": 0.0, "guerrilla": 2.0}, (2.0, 0.0))])
-def test_reward_shaping_scales_each_sides_capture_rewards_and_leaves_the_outcome(shaping, scales):
-    ppo = PPO(_tiny(reward_shaping=shaping))
-    assert ppo.config.shaping_scales == scales
+@pytest.mark.parametrize("shaping, start, scales", [(0.0, 0.0, (0.0, 0.0)), (0.5, 0.0, (0.5, 0.5)),
+                                                    ({"coin": 0.0, "guerrilla": 2.0}, 0.0, (2.0, 0.0)),
+                                                    ({"coin": 0.0, "guerrilla": 2.0}, 0.5, (2.0, 0.0))])
+def test_reward_shaping_scales_each_sides_capture_rewards_and_leaves_the_outcome(shaping, start, scales):
+    # 8 epochs of 10 envs x 2 slots x 16 ticks: with reward_shaping_from 0.5, epochs 4..7 are scaled.
+    ppo = PPO(_tiny(reward_shaping=shaping, reward_shaping_from=start, total_timesteps=8 * 320))
+    first_scaled = 4 if start else 0
+    assert [ppo.config.shaping_scales(e) for e in (3, 4)] == [(1.0, 1.0) if start else scales, scales]
     rewards, terminals, coin = [], [], []
     real_step = ppo.env.step
 
@@ -322,13 +326,15 @@ def test_reward_shaping_scales_each_sides_capture_rewards_and_leaves_the_outcome
     ppo.env.step = recording_step
     captures_by_side = np.zeros(2, int)
     n_ended = 0
-    for _ in range(8):
+    for epoch in range(8):
+        ppo.epoch = epoch      # what update() would count; collect reads it
         ppo.collect()
         env_rewards = np.stack(rewards[-ppo.config.horizon:], axis=1)
         ended = np.stack(terminals[-ppo.config.horizon:], axis=1) == 1
         is_coin = np.stack(coin[-ppo.config.horizon:], axis=1)
         captures = (env_rewards > 0) & ~ended
-        scale = np.where(is_coin, np.float32(scales[1]), np.float32(scales[0]))
+        guerrilla_scale, coin_scale = scales if epoch >= first_scaled else (1.0, 1.0)
+        scale = np.where(is_coin, np.float32(coin_scale), np.float32(guerrilla_scale))
         expected = np.where(captures, env_rewards * scale, env_rewards)
         assert torch.equal(ppo.buf_rewards, torch.from_numpy(expected))
         assert set(np.abs(env_rewards[ended]).tolist()) <= {1.0}

@@ -41,6 +41,7 @@ class TrainConfig:
     max_grad_norm: float
     # Advantages: GAE generalised with V-trace clips; rewards clamped to [-1, 1].
     reward_shaping: float | dict  # scale of rules.md §6's capture rewards, or {guerrilla: s, coin: s}
+    reward_shaping_from: float  # fraction of the epochs played with the reference's rewards (scale 1) first
     gamma: float
     gae_lambda: float
     vtrace_rho_clip: float
@@ -158,9 +159,11 @@ class TrainConfig:
         total = round(self.bot_fraction * n)
         return total // 2, total - total // 2
 
-    @property
-    def shaping_scales(self) -> tuple[float, float]:
-        """reward_shaping's scale of the Guerrilla's and of the COIN's capture rewards."""
+    def shaping_scales(self, epoch: int) -> tuple[float, float]:
+        """The scale of the Guerrilla's and of the COIN's capture rewards in epoch `epoch` (from 0):
+        reward_shaping's from epoch reward_shaping_from * total_epochs on, the reference's before."""
+        if epoch < round(self.reward_shaping_from * self.total_epochs):
+            return 1.0, 1.0
         if isinstance(self.reward_shaping, dict):
             return tuple(self.reward_shaping[side] for side in SIDE_NAMES)
         return self.reward_shaping, self.reward_shaping

@@ -190,7 +190,7 @@ class PPO:
     def collect(self) -> None:
         """Plays one epoch (horizon ticks of every env) and fills the buffers."""
         c = self.config
-        guerrilla_scale, coin_scale = c.shaping_scales
+        guerrilla_scale, coin_scale = c.shaping_scales(self.epoch)
         self.buf_initial_state.copy_(self.state[:, self.trained_rows])
         for t in range(c.horizon):
             # The env's observations on the network's device (the same tensors on the CPU).
