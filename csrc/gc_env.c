@@ -66,6 +66,7 @@ static void log_game(gc_vec *v, const gc_game_end *e) {
     log->episode_return += e->episode_return;
     log->episode_length += e->tick;
     log->invalid_rate += (double)e->invalid / e->tick;
+    log->stalemates += e->end_reason == GC_END_STALEMATE;
     if (e->slot0_side == GC_GUERRILLA) {
         log->games_as_guerrilla += 1;
         log->wins_as_guerrilla += slot0_won;
@@ -198,7 +199,7 @@ static int step_env_range(gc_vec *v, int begin, int end, gc_mcts *pool) {
         e->episode_return += reward[0];
         if (g->winner) {
             *ended = (gc_game_end){.ended = 1, .slot0_side = e->slot0_side, .slot0_won = (uint8_t)slot0_won,
-                                 .opponent_tag = v->opponent_tags[i], .tick = e->tick, .invalid = e->invalid,
+                                 .end_reason = g->end_reason, .opponent_tag = v->opponent_tags[i], .tick = e->tick, .invalid = e->invalid,
                                  .episode_return = e->episode_return};
             int err = start_game(v, e, pool);  /* auto-reset: the finished game's reward/terminal stay */
             if (err) return err;

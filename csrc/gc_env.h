@@ -38,6 +38,7 @@ typedef struct {
     double invalid_rate;        /* per game: illegal actions / ticks */
     double games_as_guerrilla, wins_as_guerrilla;  /* slot 0 playing Guerrilla */
     double games_as_coin, wins_as_coin;            /* slot 0 playing COIN */
+    double stalemates;                             /* games whose side to move had no legal action */
     double hist_n, hist_wins;                      /* opponent tag >= 1: a frozen opponent */
     double bot_n, bot_wins;                        /* opponent tag < 0: the built-in bot */
     double hist_n_bank[GC_LOG_BANKS], hist_wins_bank[GC_LOG_BANKS];  /* tag i+1: bank i */
@@ -50,6 +51,7 @@ typedef struct {
     uint8_t ended;            /* 1: the env's game ended in this step; the fields below hold it */
     uint8_t slot0_side;
     uint8_t slot0_won;
+    uint8_t end_reason;       /* GC_END_* */
     int32_t opponent_tag;
     int32_t tick;
     int32_t invalid;

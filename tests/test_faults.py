@@ -306,18 +306,24 @@ def test_no_good_state_stops_with_what_restart_would_discard_and_keeps_the_check
     ("no config.json", r"holds 4 checkpoint\(s\), state\.pt, state\.prev\.pt but no readable config\.json"),
     ("no metrics.csv", r"state\.pt is unusable: metrics\.csv, whose rows it continues, is missing"),
     ("metrics.csv cut short", r"state\.prev\.pt is unusable: metrics\.csv no longer holds the rows written before it"),
+    ("another version's columns", r"state\.pt is unusable: metrics\.csv has another gcpipe version's columns .*; "
+                                  r"state\.prev\.pt is unusable: metrics\.csv has another"),
 ])
-def test_a_run_folder_missing_its_records_stops_instead_of_starting_over(tmp_path, damage, message):
+def test_a_run_folder_missing_its_records_stops_instead_of_starting_over(tmp_path, damage, message, monkeypatch):
     from gcpipe.errors import UserError
+    from gcpipe.train import run as run_module
 
+    if damage == "another version's columns":   # stopped by a gcpipe that logged one column fewer
+        monkeypatch.setattr(run_module, "METRIC_FIELDS", run_module.METRIC_FIELDS[:-1])
     folder = stopped_run(tmp_path / "tiny")
+    monkeypatch.undo()
     checkpoints = {path.name: path.read_bytes() for path in (folder / "checkpoints").iterdir()}
     metrics = folder / "metrics.csv"
     if damage == "no config.json":
         (folder / "config.json").unlink()
     elif damage == "no metrics.csv":
         metrics.unlink()
-    else:
+    elif damage == "metrics.csv cut short":
         os.truncate(metrics, len(metrics.read_bytes().splitlines(keepends=True)[0]) + 5)
         size = metrics.stat().st_size
     with pytest.raises(UserError, match=message):

@@ -61,6 +61,8 @@ def test_engine_matches_the_oracle_over_random_games():
         terminal_bytes.add(tuple(oracle.observation()[114:118]))
     # the games exercised every way a legal game can end, and chains
     assert set(endings) == {"coins_cleared", "stones_exhausted", "stones_wiped", "stalemate"}, endings
+    log = env.pop_log()     # the training env's log counts the same stalemates
+    assert log["games"] == GAMES and log["stalemate_rate"] == endings["stalemate"] / GAMES
     assert chains > 100 and captures > 1000 and plies > 50 * GAMES
     # terminal positions with a Guerrilla turn ended after one and after two stones, and mid-chain
     assert {stones for _, _, _, stones in terminal_bytes} == {0, 1, 2}

@@ -13,8 +13,8 @@ OBS_G, OBS_C = 1, 2  # the side to move in observation byte 113 (rules.md §5)
 PASS = 255
 U64 = (1 << 64) - 1
 START_LEGAL = 168
-LOG_FIELDS = ["games", "episode_return", "episode_length", "invalid_rate", "games_as_guerrilla",
-              "wins_as_guerrilla", "games_as_coin", "wins_as_coin", "slot_0_score", "slot_1_score",
+LOG_FIELDS = ["games", "episode_return", "episode_length", "invalid_rate", "stalemate_rate",
+              "games_as_guerrilla", "wins_as_guerrilla", "games_as_coin", "wins_as_coin", "slot_0_score", "slot_1_score",
               "slot_0_score_as_guerrilla", "slot_0_score_as_coin", "hist_score", "hist_n",
               *(f"hist_{what}_bank_{i}" for i in range(8) for what in ("score", "n")), "bot_score", "bot_n"]
 
@@ -363,6 +363,7 @@ def test_log_fields_on_scripted_games():
     assert log["episode_return"] == pytest.approx((-2.0 + -1.0) / 2)  # env 0: -1 then -1; env 1: 0 then -1
     assert log["episode_length"] == 2.0
     assert log["invalid_rate"] == pytest.approx((1.0 + 0.5) / 2)
+    assert log["stalemate_rate"] == 0.0                     # time-outs, not stalemates
     assert (log["games_as_guerrilla"], log["wins_as_guerrilla"], log["games_as_coin"], log["wins_as_coin"]) \
         == (2, 0, 0, 0)
     assert log["slot_0_score"] == 0.0 and log["slot_1_score"] == 1.0

@@ -107,6 +107,7 @@ typedef struct {
     double invalid_rate;
     double games_as_guerrilla, wins_as_guerrilla;
     double games_as_coin, wins_as_coin;
+    double stalemates;
     double hist_n, hist_wins;
     double bot_n, bot_wins;
     double hist_n_bank[...], hist_wins_bank[...];

@@ -61,7 +61,8 @@ class VecEnv:
       the same number, logged once; a "score" is always a win fraction since there are no
       draws), slot_1_score (1 - slot_0_score),
       episode_return (slot 0's summed rewards), episode_length (ticks), invalid_rate (illegal
-      actions of either slot / ticks, per game), games_as_guerrilla / games_as_coin /
+      actions of either slot / ticks, per game), stalemate_rate (the fraction of games that ended
+      with the side to move unable to act, rules.md §4.3), games_as_guerrilla / games_as_coin /
       wins_as_guerrilla / wins_as_coin (counts for slot 0's side), slot_0_score_as_guerrilla /
       slot_0_score_as_coin (win fraction over the games on that side), hist_n (count of games
       against frozen opponents, tag >= 1), hist_score (slot 0's win fraction in them), and per
@@ -284,6 +285,7 @@ def _summary(log) -> dict[str, float]:
         "episode_return": _mean(log.episode_return, games),
         "episode_length": _mean(log.episode_length, games),
         "invalid_rate": _mean(log.invalid_rate, games),
+        "stalemate_rate": _mean(log.stalemates, games),
         "games_as_guerrilla": log.games_as_guerrilla,
         "wins_as_guerrilla": log.wins_as_guerrilla,
         "games_as_coin": log.games_as_coin,
