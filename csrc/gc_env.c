@@ -199,8 +199,8 @@ static int step_env_range(gc_vec *v, int begin, int end, gc_mcts *pool) {
         e->episode_return += reward[0];
         if (g->winner) {
             *ended = (gc_game_end){.ended = 1, .slot0_side = e->slot0_side, .slot0_won = (uint8_t)slot0_won,
-                                 .end_reason = g->end_reason, .opponent_tag = v->opponent_tags[i], .tick = e->tick, .invalid = e->invalid,
-                                 .episode_return = e->episode_return};
+                                 .end_reason = g->end_reason, .opponent_tag = v->opponent_tags[i],
+                                 .tick = e->tick, .invalid = e->invalid, .episode_return = e->episode_return};
             int err = start_game(v, e, pool);  /* auto-reset: the finished game's reward/terminal stay */
             if (err) return err;
         }

@@ -197,7 +197,8 @@ def _read_state(path: Path, metrics: Path) -> tuple[dict | None, str | None]:
     if len(prefix) < state["metrics_bytes"] or recorded not in (None, hashlib.sha256(prefix).hexdigest()):
         return None, "metrics.csv no longer holds the rows written before it (cut short or edited)"
     if prefix.split(b"\n", 1)[0].rstrip(b"\r").decode(errors="replace") != ",".join(METRIC_FIELDS):
-        return None, "metrics.csv has another gcpipe version's columns (a run continues under the version it began with)"
+        return None, ("metrics.csv has another gcpipe version's columns (a run continues under the version it "
+                      "began with)")
     return state, None
 
 
