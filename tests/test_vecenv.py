@@ -14,8 +14,9 @@ PASS = 255
 U64 = (1 << 64) - 1
 START_LEGAL = 168
 LOG_FIELDS = ["games", "episode_return", "episode_length", "invalid_rate", "stalemate_rate",
-              "games_as_guerrilla", "wins_as_guerrilla", "games_as_coin", "wins_as_coin", "slot_0_score", "slot_1_score",
-              "slot_0_score_as_guerrilla", "slot_0_score_as_coin", "hist_score", "hist_n",
+              "games_as_guerrilla", "wins_as_guerrilla", "games_as_coin", "wins_as_coin",
+              "slot_0_score", "slot_1_score", "slot_0_score_as_guerrilla", "slot_0_score_as_coin",
+              "hist_score", "hist_n",
               *(f"hist_{what}_bank_{i}" for i in range(8) for what in ("score", "n")), "bot_score", "bot_n"]
 
 
