@@ -145,10 +145,11 @@ localrules:
     games,
 
 
-def init_checkpoint_of(run):
-    """The final.bin a run starts from (its init_run's), as a list: most runs start fresh."""
-    init = config["runs"][run]["init_run"]
-    return [str(paths.final_checkpoint(init))] if init else []
+def input_checkpoints_of(run):
+    """The final.bins a run reads: its init_run's (most runs start fresh) and, distilling, its teachers'."""
+    settings = config["runs"][run]
+    runs = [settings["init_run"]] + (list(settings["teacher_runs"].values()) if settings["algorithm"] == "distill" else [])
+    return sorted({str(paths.final_checkpoint(name)) for name in runs if name})
 
 
 def field_checkpoints():
@@ -200,7 +201,7 @@ rule build_engine:
 rule train:
     input:
         BUILD,
-        lambda wildcards: init_checkpoint_of(wildcards.run),
+        lambda wildcards: input_checkpoints_of(wildcards.run),
     output:
         # Only final.bin: metrics.csv, checkpoints/ and state.pt stay when a job fails, so the
         # rerun of a killed training continues from its last saved state.

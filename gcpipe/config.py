@@ -43,20 +43,44 @@ def validate_config(config: dict, source: str = "config") -> dict:
     return config
 
 
+def _input_runs(settings: dict) -> list[tuple[str, str]]:
+    """(setting, run) for each configured run whose final.bin a run reads: its init_run and, when it
+    distills, its teachers."""
+    inputs = [("init_run", settings.get("init_run", ""))]
+    if settings.get("algorithm") == "distill":
+        inputs += [(f"teacher_runs.{side}", run) for side, run in settings.get("teacher_runs", {}).items()]
+    return [(key, run) for key, run in inputs if run]
+
+
+def _circle_from(start: str, runs: dict) -> list[tuple[str, str]]:
+    """The (setting, run) steps of a path of inputs that leads from run `start` back to it, or []."""
+    seen = set()
+
+    def path_from(run: str) -> list[tuple[str, str]]:
+        for key, source in _input_runs(runs[run]):
+            if source == start:
+                return [(key, source)]
+            if source not in seen:
+                seen.add(source)
+                rest = path_from(source)
+                if rest:
+                    return [(key, source)] + rest
+        return []
+    return path_from(start)
+
+
 def _check_cross_references(config: dict) -> None:
     players, runs = config["players"], config["runs"]
     configs = {run: make_config(settings, where=f"runs.{run}") for run, settings in runs.items()}
     for run in runs:
-        chain, at = [run], runs[run].get("init_run")
-        while at:
-            if at not in runs:
-                raise UserError(f"runs.{chain[-1]}.init_run: {at!r} is not a configured run "
-                                f"(runs: {', '.join(runs)})")
-            if at in chain:
-                raise UserError(f"runs.{run}.init_run: the runs start from each other in a circle "
-                                f"({' -> '.join(chain + [at])})")
-            chain.append(at)
-            at = runs[at].get("init_run")
+        for key, source in _input_runs(runs[run]):
+            if source not in runs:
+                raise UserError(f"runs.{run}.{key}: {source!r} is not a configured run (runs: {', '.join(runs)})")
+    for run in runs:
+        circle = _circle_from(run, runs)
+        if circle:
+            raise UserError(f"runs.{run}.{circle[0][0]}: the runs start from each other in a circle "
+                            f"({' -> '.join([run] + [source for _, source in circle])})")
         init = runs[run].get("init_run")
         if init and configs[init].bias != configs[run].bias:
             raise UserError(f"runs.{run}.init_run: run {init!r} writes layout {configs[init].layout}, which does not "

@@ -17,7 +17,7 @@ from gcpipe.search.searcher import Searcher
 from gcpipe.search.settings import make_settings
 from gcpipe.train.config import make_config
 from gcpipe.train.expert import (MAX_PLIES, ExpertIteration, GameRecord, expert_loss, game_seed, pack_rows,
-                                 play_games, sharpen, stack_rows, value_targets)
+                                 play_games, search_expert, sharpen, stack_rows, value_targets)
 from gcpipe.train.run import train
 from test_search import _batch, _midgame
 
@@ -89,7 +89,7 @@ def test_value_targets_mix_the_outcome_with_the_search_value_at_searched_plies_o
 def test_packed_rows_hold_whole_games_from_zero_states():
     model = MinGRUPolicy(generator=torch.Generator().manual_seed(5))
     from gcpipe.nn.inference import net_arrays
-    games = play_games(net_arrays(model), make_settings(simulations=4), np.arange(1, 13, dtype=np.uint32) * 7919,
+    games = play_games(search_expert(net_arrays(model), make_settings(simulations=4)), np.arange(1, 13, dtype=np.uint32) * 7919,
                        np.array([NO_SIDE] * 8 + [GUERRILLA, COIN, GUERRILLA, COIN]), (define("greedy", {"kind": "greedy"}),) * 2)
     assert len(games) == 12 and all(g.plies <= MAX_PLIES for g in games)
     versus = [g for g in games if g.search_side != NO_SIDE]
@@ -139,7 +139,7 @@ def test_bot_games_use_the_configured_mcts():
     trainer = ExpertIteration(config)
     trainer.collect()
     seeds = np.array([game_seed(config.seed, 0, j) for j in range(2)], np.uint32)
-    expected = play_games(net_arrays(trainer.policy), trainer.settings, seeds, np.array([GUERRILLA, COIN]),
+    expected = play_games(search_expert(net_arrays(trainer.policy), trainer.settings), seeds, np.array([GUERRILLA, COIN]),
                           (define("opponent", {"kind": "mcts", "iterations": 3, "exploration": 0.2, "rollout": "random"}),) * 2)
     assert [g.obs.tobytes() for g in trainer.games] == [g.obs.tobytes() for g in expected]
 
@@ -155,7 +155,8 @@ def test_bot_games_use_the_bot_of_the_other_side():
     trainer.collect()
     seeds = np.array([game_seed(config.seed, 0, j) for j in range(4)], np.uint32)
     sides = np.array([GUERRILLA, COIN, GUERRILLA, COIN])
-    alone = {kind: play_games(net_arrays(trainer.policy), trainer.settings, seeds, sides, (define(kind, {"kind": kind}),) * 2)
+    alone = {kind: play_games(search_expert(net_arrays(trainer.policy), trainer.settings), seeds, sides,
+                             (define(kind, {"kind": kind}),) * 2)
              for kind in ("random", "greedy")}
     assert [g.search_side for g in trainer.games] == sides.tolist()
     assert [g.obs.tobytes() for g in trainer.games] == [alone["greedy" if side == GUERRILLA else "random"][j].obs.tobytes()

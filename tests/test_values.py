@@ -59,12 +59,12 @@ def test_value_accuracy_is_brier_and_reliability_of_the_search_games(net_file):
     from gcpipe.engine import NO_SIDE
     from gcpipe.nn.inference import net_arrays
     from gcpipe.players import define
-    from gcpipe.train.expert import game_seed, play_games
+    from gcpipe.train.expert import game_seed, play_games, search_expert
     from gcpipe.train.values import _SEED_OFFSET
 
     report = value_accuracy(net_file, games=6, simulations=4, seed=2)
     seeds = np.array([game_seed(2 + _SEED_OFFSET, 0, j) for j in range(6)], np.uint32)
-    games = play_games(net_arrays(ckpt.load(net_file).model), make_settings(simulations=4), seeds,
+    games = play_games(search_expert(net_arrays(ckpt.load(net_file).model), make_settings(simulations=4)), seeds,
                        np.full(6, NO_SIDE), (define("greedy", {"kind": "greedy"}),) * 2)
     for label, side in (("guerrilla_to_move", 1), ("coin_to_move", 2)):
         net = np.concatenate([(g.root_values[g.obs[:, 113] == side] + 1) / 2 for g in games])

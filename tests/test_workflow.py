@@ -124,6 +124,12 @@ def test_run_settings_are_filled_in_as_the_trainer_reads_them():
     (lambda c: c.update(runs={"r": {"init_run": "q"}}), "runs.r.init_run: 'q' is not a configured run (runs: r)"),
     (lambda c: c.update(runs={"r": {"init_run": "s"}, "s": {"init_run": "r"}}),
      "runs.r.init_run: the runs start from each other in a circle (r -> s -> r)"),
+    (lambda c: c.update(runs={"r": {"algorithm": "distill", "teacher_runs": {"guerrilla": "s", "coin": "q"}},
+                              "s": {}}),
+     "runs.r.teacher_runs.coin: 'q' is not a configured run (runs: r, s)"),
+    (lambda c: c.update(runs={"r": {"init_run": "s"},
+                              "s": {"algorithm": "distill", "teacher_runs": {"guerrilla": "t", "coin": "r"}}, "t": {}}),
+     "runs.r.init_run: the runs start from each other in a circle (r -> s -> r)"),
     (lambda c: c.update(runs={"r": {"init_run": "s"}, "s": {"layout": "5c-bias"}}),
      "runs.r.init_run: run 's' writes layout 5c-bias, which does not fit layout 5c (bias vectors)"),
     (lambda c: c.update(report={"games": ["random__nobody"]}),
@@ -404,6 +410,21 @@ def test_dry_run_of_the_smoke_config_shards_large_cells(tmp_path):
     assert "results/matches/shards/random__baseline/8-4.json" in result.stdout
     # The smoke config replaced the default rather than being merged into it.
     assert "mcts2k" not in result.stdout
+
+
+@needs_snakemake
+def test_a_distilled_run_waits_for_its_teachers(tmp_path):
+    config = tmp_path / "distill.yaml"
+    config.write_text("players:\n  greedy: {kind: greedy}\n  d: {kind: net, run: d}\n"
+                      "runs:\n  g: {}\n  c: {}\n"
+                      "  d: {algorithm: distill, teacher_runs: {guerrilla: g, coin: c}, init_run: c}\n"
+                      "matches: {games: 2}\n")
+    result = snakemake("-n", "elo_table", "--configfile", str(config), workdir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    inputs = {block.split("output: ")[1].split()[0]: block.split("input: ")[1].splitlines()[0]
+              for block in result.stdout.split("rule train:")[1:]}
+    assert inputs["results/runs/d/final.bin"] == \
+        "results/engine/build.json, results/runs/c/final.bin, results/runs/g/final.bin"
 
 
 @needs_snakemake

@@ -28,9 +28,17 @@ class NetworkPlayer:
     def __init__(self, checkpoint: Checkpoint | str | Path, full_turn: bool | None = None, simd: str = "best"):
         if not isinstance(checkpoint, Checkpoint):
             checkpoint = load(checkpoint)
-        self.checkpoint = checkpoint
-        self.full_turn = checkpoint.full_turn if full_turn is None else bool(full_turn)
-        self.net = CompiledNet(checkpoint.model, simd)
+        self._init(CompiledNet(checkpoint.model, simd), checkpoint.full_turn if full_turn is None else full_turn)
+
+    @classmethod
+    def from_net(cls, net: CompiledNet, full_turn: bool) -> "NetworkPlayer":
+        """A player of a compiled network (e.g. one being trained, or sent to a worker as arrays)."""
+        player = cls.__new__(cls)
+        player._init(net, full_turn)
+        return player
+
+    def _init(self, net: CompiledNet, full_turn: bool) -> None:
+        self.net, self.full_turn = net, bool(full_turn)
         self.hidden, self.layers = self.net.hidden, self.net.layers
         self._states: np.ndarray | None = None
         self._outputs = np.zeros((0, OUTPUTS), np.float32)

@@ -87,7 +87,11 @@ class TrainConfig:
     # +-1 outcome.  An epoch is one iteration; the run lasts expert_iterations.  bot_fraction of the
     # games are against `opponent` (with the mcts_* settings); the rollout, advantage and opponent-pool settings above
     # (total_timesteps, num_envs, horizon, gamma, ..., historical_fraction) are PPO's alone.
+    # "distill": expert iteration's loop with two teacher networks as the expert, one per side
+    # (gcpipe/train/distill.py); the search_* settings and expert_value_mix are expert iteration's alone.
     algorithm: str
+    teacher_runs: dict  # distill: {guerrilla: RUN, coin: RUN}, the runs whose final.bin teach each side
+    distill_student_fraction: float  # distill: share of the games whose network plies the student plays
     expert_iterations: int
     init_run: str  # start from results/runs/INIT_RUN/final.bin (empty: a fresh init)
     search_simulations: int  # expert: simulations per self-play move
@@ -130,7 +134,7 @@ class TrainConfig:
 
     @property
     def total_epochs(self) -> int:
-        if self.algorithm == "expert":
+        if self.algorithm != "ppo":
             return self.expert_iterations
         return max(1, self.total_timesteps // self.steps_per_epoch)
 
@@ -212,6 +216,7 @@ def make_config(settings: dict | None = None, where: str = "run config") -> Trai
     for key in ("bot_fraction", "reward_shaping"):
         value = values[key]
         values[key] = {side: float(value[side]) for side in SIDE_NAMES} if isinstance(value, dict) else float(value)
+    values["teacher_runs"] = {side: values["teacher_runs"][side] for side in SIDE_NAMES}
     config = TrainConfig(**values)
     _check_across(config, where)
     return config
@@ -219,12 +224,20 @@ def make_config(settings: dict | None = None, where: str = "run config") -> Trai
 
 def _check_across(config: TrainConfig, where: str) -> None:
     """The rules that span several settings."""
-    if config.algorithm == "expert":
+    if config.algorithm != "ppo":
         if not config.selfplay:
-            raise UserError(f"{where}: algorithm 'expert' plays self-play games; set selfplay true")
+            raise UserError(f"{where}: algorithm '{config.algorithm}' plays self-play games; set selfplay true")
         if config.layout == "legacy":
-            raise UserError(f"{where}: algorithm 'expert' trains both value rows, which layout legacy cannot "
-                            f"hold; use layout 5c or 5c-bias")
+            raise UserError(f"{where}: algorithm '{config.algorithm}' trains both value rows, which layout legacy "
+                            f"cannot hold; use layout 5c or 5c-bias")
+        if config.algorithm == "distill":
+            missing = [side for side in SIDE_NAMES if not config.teacher_runs[side]]
+            if missing:
+                raise UserError(f"{where}: algorithm 'distill' needs a teacher for each side; set 'teacher_runs' "
+                                f"{' and '.join(missing)} to a run's name")
+            if config.expert_value_mix > 0:
+                raise UserError(f"{where}: 'expert_value_mix' mixes in a search's value, which algorithm 'distill' "
+                                f"has not; set it to 0")
         if config.search_rollout_weight > 0 and config.search_rollouts < 1:
             raise UserError(f"{where}: 'search_rollout_weight' {config.search_rollout_weight} needs "
                             f"'search_rollouts' >= 1")

@@ -86,12 +86,12 @@ def game_seed(seed: int, iteration: int, game: int) -> int:
     return ((z ^ (z >> 31)) & 0xFFFFFFFF) | 1
 
 
-def play_games(arrays: dict[str, np.ndarray], settings: SearchSettings, seeds: np.ndarray, search_sides: np.ndarray,
-               opponents: tuple[Player, Player]) -> list[GameRecord]:
+def play_games(player, seeds: np.ndarray, search_sides: np.ndarray, opponents: tuple[Player, Player]
+               ) -> list[GameRecord]:
     """Plays one game per seed (search_sides[k]: NO_SIDE self-play, GUERRILLA or COIN the searched
-    side against opponents[other side], the player of that side) with the network `arrays`
-    (net_arrays) guiding the search.  All play through the player protocol."""
-    player = SearchPlayer.from_net(CompiledNet.from_arrays(arrays), settings)
+    side against opponents[other side], the player of that side) with `player`, the expert: a
+    runtime player whose choose(..., want_policy=True) leaves the targets in `last` (a SearchResult's
+    policy, root_value and search_value), as the search player does.  All play through the player protocol."""
     # Each bot runtime with the sides it plays (one runtime when both sides have the same player).
     bots = ([(opponents[GUERRILLA].runtime(), (GUERRILLA, COIN))] if opponents[GUERRILLA] == opponents[COIN]
             else [(opponents[side].runtime(), (side,)) for side in (GUERRILLA, COIN)])
@@ -186,8 +186,24 @@ def sharpen(targets: np.ndarray, temperature: float) -> np.ndarray:
     return np.divide(powered, total, out=np.zeros_like(powered), where=total > 0).astype(np.float32)
 
 
+def search_expert(arrays: dict[str, np.ndarray], settings: SearchSettings) -> SearchPlayer:
+    """Expert iteration's expert: the search guided by the network `arrays` (net_arrays)."""
+    return SearchPlayer.from_net(CompiledNet.from_arrays(arrays), settings)
+
+
+def play_tasks(tasks: list[tuple], workers: int) -> list[list[GameRecord]]:
+    """Each task's games: task = (make_expert, its arguments, seeds, search_sides, opponents), the
+    expert built where the games are played.  With several tasks, on that many forked workers
+    (they run C code only, no torch, so the parent's thread pools do not matter)."""
+    if len(tasks) == 1 or workers == 1:
+        return [_play_task(task) for task in tasks]
+    with multiprocessing.get_context("fork").Pool(min(workers, len(tasks))) as pool:
+        return pool.map(_play_task, tasks)
+
+
 def _play_task(task) -> list[GameRecord]:
-    return play_games(*task)
+    make_expert, arguments, *games = task
+    return play_games(make_expert(*arguments), *games)
 
 
 def pack_rows(games: list[GameRecord], order: np.ndarray) -> list[list[int]]:
@@ -293,16 +309,7 @@ class ExpertIteration:
         sides = np.full(n, NO_SIDE, np.int64)     # the side the search plays against the bot
         sides[n - bot_games:] = (np.repeat([COIN, GUERRILLA], [bot_as_guerrilla, bot_as_coin]) if c.bot_per_side
                                  else np.where(np.arange(bot_games) % 2 == 0, GUERRILLA, COIN))
-        arrays = net_arrays(self.policy)
-        bounds = np.linspace(0, n, self.workers + 1).astype(int)
-        tasks = [(arrays, self.settings, seeds[a:b], sides[a:b], self.opponents)
-                 for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-        if len(tasks) == 1:
-            new = _play_task(tasks[0])
-        else:
-            # fork: workers run C code only (no torch), so the parent's thread pools do not matter.
-            with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
-                new = [game for part in pool.map(_play_task, tasks) for game in part]
+        new = self.play(seeds, sides)
         if c.expert_target_temperature != 1.0:
             for game in new:
                 game.targets = sharpen(game.targets, c.expert_target_temperature)
@@ -310,6 +317,14 @@ class ExpertIteration:
         plies = sum(g.plies for g in new)
         self.global_step += plies
         self._log = _selfplay_log(new)
+
+    def play(self, seeds: np.ndarray, sides: np.ndarray) -> list[GameRecord]:
+        """The iteration's games (in seed order), the search with the current weights as the expert."""
+        arrays = net_arrays(self.policy)
+        bounds = np.linspace(0, len(seeds), self.workers + 1).astype(int)
+        tasks = [(search_expert, (arrays, self.settings), seeds[a:b], sides[a:b], self.opponents)
+                 for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+        return [game for part in play_tasks(tasks, self.workers) for game in part]
 
     def update(self) -> dict[str, float]:
         c = self.config

@@ -1,5 +1,6 @@
-"""A training run on disk (PPO, gcpipe/train/ppo.py, or expert iteration, gcpipe/train/expert.py:
-both drive the same loop through collect, update, pop_log, on_checkpoint, state_dict and close):
+"""A training run on disk (PPO, gcpipe/train/ppo.py, expert iteration, gcpipe/train/expert.py, or
+distillation, gcpipe/train/distill.py: all drive the same loop through collect, update, pop_log,
+on_checkpoint, state_dict and close):
 results/runs/RUN/ holds config.json (the resolved settings),
 metrics.csv (one row per epoch), checkpoints/<global step, 16 digits>.bin, state.pt (everything
 needed to resume exactly) and, once the run is complete, final.bin.
@@ -8,8 +9,8 @@ Resume: state.pt is written (atomically) at every checkpoint.  Training a run wh
 a state of the same settings reloads it, cuts metrics.csv back to the rows written before it and
 replays the epochs since, which — with the same config, seeds and thread count — gives the same
 bytes as a run that was never stopped; so rerunning a killed `gcpipe train` (or its Snakemake
-job) continues it.  Changed settings (other than RESULT_NEUTRAL_SETTINGS) or another init
-checkpoint, or `restart=True`, start the run over; so does continuing on another torch device (a
+job) continues it.  Changed settings (other than RESULT_NEUTRAL_SETTINGS) or another init or
+teacher checkpoint, or `restart=True`, start the run over; so does continuing on another torch device (a
 saved state holds its device's random streams; a finished run is kept).
 
 Safety: the trainer holds an exclusive lock on the run folder (a second trainer of the same
@@ -36,7 +37,7 @@ from pathlib import Path
 import torch
 
 from gcpipe import paths
-from gcpipe.engine import COIN, GUERRILLA
+from gcpipe.engine import COIN, GUERRILLA, SIDE_NAMES
 from gcpipe.engine.vecenv import LOG_FIELDS
 from gcpipe.errors import UserError
 from gcpipe.io import (atomic_write_json, checksum_path, checksum_problem, keep_previous, locked_folder,
@@ -80,10 +81,14 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
                 f"has no bias vectors for layout {config.layout} to train; convert it first (gcpipe ckpt convert "
                 f"IN OUT --layout {config.layout})")
         raise UserError(f"init checkpoint {init_path} (layout {init_checkpoint.layout}) {what}")
+    teachers = (tuple(checkpoint.load(paths.final_checkpoint(config.teacher_runs[side])) for side in SIDE_NAMES)
+                if config.algorithm == "distill" else None)
     record = {"run": run, "config": config.to_dict(),
               "derived": {"num_agents": config.num_agents, "steps_per_epoch": config.steps_per_epoch,
                           "total_epochs": config.total_epochs, "device": device.type,
-                          "init_sha256": init_checkpoint.sha256 if init_checkpoint else None}}
+                          "init_sha256": init_checkpoint.sha256 if init_checkpoint else None,
+                          **({"teacher_sha256": {side: teacher.sha256 for side, teacher in zip(SIDE_NAMES, teachers)}}
+                             if teachers else {})}}
     with locked_folder(out, "run folder"):
         for folder in (out, out / "checkpoints"):
             remove_stale_temps(folder)
@@ -111,7 +116,7 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
             say(f"{run}: the run in {out} was saved on {saved_on} and continues only there; starting over on "
                 f"{device.type}, which discards {_describe(_saved_files(out))}")
             resume = False
-        trainer = _trainer(config, init_checkpoint)
+        trainer = _trainer(config, init_checkpoint, teachers)
         try:
             elapsed_before = _open_run(run, out, trainer, resume=resume, say=say)
             atomic_write_json(out / "config.json", record)
@@ -121,13 +126,19 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
     return out
 
 
-def _trainer(config: TrainConfig, init: checkpoint.Checkpoint | None):
-    """PPO or expert iteration, starting from `init`'s weights when given."""
+def _trainer(config: TrainConfig, init: checkpoint.Checkpoint | None, teachers: tuple | None):
+    """PPO, expert iteration or distillation (from `teachers`, the Guerrilla's and the COIN's),
+    starting from `init`'s weights when given."""
+    model = None if init is None else init.model
     if config.algorithm == "expert":
         from gcpipe.train.expert import ExpertIteration
 
-        return ExpertIteration(config, None if init is None else init.model, workers=torch.get_num_threads())
-    return PPO(config, None if init is None else init.model)
+        return ExpertIteration(config, model, workers=torch.get_num_threads())
+    if config.algorithm == "distill":
+        from gcpipe.train.distill import Distillation
+
+        return Distillation(config, teachers, model, workers=torch.get_num_threads())
+    return PPO(config, model)
 
 
 def _open_run(run: str, out: Path, trainer, resume: bool, say) -> float:
@@ -317,7 +328,8 @@ def _comparable(record: dict) -> dict:
     counts as its default, which is what that version trained with."""
     defaults = {key: spec["default"] for key, spec in run_schema()["properties"].items()}
     return {"run": record.get("run"), "config": result_settings({**defaults, **record.get("config", {})}),
-            "init": record.get("derived", {}).get("init_sha256")}
+            "init": record.get("derived", {}).get("init_sha256"),
+            "teachers": record.get("derived", {}).get("teacher_sha256")}
 
 
 def _differences(previous: dict, record: dict) -> str:
@@ -325,6 +337,7 @@ def _differences(previous: dict, record: dict) -> str:
     keys = sorted(key for key in set(before["config"]) | set(now["config"])
                   if before["config"].get(key) != now["config"].get(key))
     return ", ".join(keys + ["the init checkpoint"] * (before["init"] != now["init"]) +
+                     ["a teacher checkpoint"] * (before["teachers"] != now["teachers"]) +
                      ["the run name"] * (before["run"] != now["run"])) or "settings"
 
 

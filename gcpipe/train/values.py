@@ -19,7 +19,7 @@ from gcpipe.nn.inference import net_arrays
 from gcpipe.players import define
 from gcpipe.search.calibration import calibrated_settings
 from gcpipe.search.settings import make_settings
-from gcpipe.train.expert import game_seed, play_games   # the trainer's self-play, on held-out seeds
+from gcpipe.train.expert import game_seed, play_games, search_expert   # the trainer's self-play, on held-out seeds
 
 BINS = 10
 _SEED_OFFSET = 0x5EED0000     # game seeds apart from training's (gcpipe.train.expert.game_seed)
@@ -39,7 +39,7 @@ def value_accuracy(checkpoint_path, games: int = 400, simulations: int = 32, see
         settings = calibrated_settings(settings, calibration, checkpoint.sha256, "gcpipe values")
     seeds = np.array([game_seed(seed + _SEED_OFFSET, 0, j) for j in range(games)], np.uint32)
     # Self-play only (NO_SIDE): the bots of play_games' bot games play no move here.
-    records = play_games(net_arrays(checkpoint.model), settings, seeds, np.full(games, NO_SIDE),
+    records = play_games(search_expert(net_arrays(checkpoint.model), settings), seeds, np.full(games, NO_SIDE),
                          (define("greedy", {"kind": "greedy"}),) * 2)
     report = {"checkpoint_sha256": checkpoint.sha256, "games": games, "simulations": simulations,
               "value": settings.value, "guerrilla_win_rate": float(np.mean([r.outcome > 0 for r in records]))}

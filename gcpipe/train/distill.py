@@ -1,0 +1,122 @@
+"""Policy distillation: one standard 5c network (the student) trained to play each side as that
+side's teacher does, e.g. the COIN of one PPO run and the Guerrilla of another.
+
+Why.  PPO runs find their strengths one side at a time (the README's capture-reward runs: a COIN
+that plays the stalemate line beside a weak Guerrilla, or a strong Guerrilla beside an ordinary
+COIN); a student that reproduces both teachers holds both in one checkpoint.
+
+Games.  Expert iteration's loop (gcpipe.train.expert: `selfplay_games` games per iteration, game j
+seeded from (seed, iteration, j), `bot_fraction` of them against the `opponent` bot, the newest
+`replay_games` kept) with the teachers as the expert.  The network plies of a game are played by
+the teachers, each side by its own, or, in `distill_student_fraction` of the games, by the student
+(DAgger, Ross et al. 2011: the student also learns in the positions its own moves lead to, which
+the teachers alone never reach).  Every network steps on every ply of its game (standard 5c; a
+legacy teacher, on its own side's plies only).
+
+Targets.  At every network ply, whoever moves, the policy of the mover's teacher: the softmax of its
+logits over the legal actions, the distribution a net player samples from (rules.md §9), raised
+to 1 / expert_target_temperature; both value rows toward the game's +-1 outcome (side_value's
+convention, as expert iteration trains them).  The update is expert iteration's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gcpipe.engine import COIN, GUERRILLA, NUM_ACTIONS, GameBatch
+from gcpipe.nn.checkpoint import Checkpoint
+from gcpipe.nn.inference import CompiledNet, net_arrays
+from gcpipe.nn.player import NetworkPlayer
+from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.search.searcher import SearchResult
+from gcpipe.train.config import TrainConfig
+from gcpipe.train.expert import ExpertIteration, GameRecord, play_tasks
+
+
+class TeacherExpert:
+    """The expert of distillation's games, through the player protocol: the mover's teacher labels
+    each ply it is asked to choose (`last.policy`), and the move is drawn, from each game's own
+    generator, from the teacher's policy or, when a student is given, from the student's."""
+
+    def __init__(self, teachers: tuple[tuple[dict, bool], tuple[dict, bool]], student: dict | None = None):
+        """teachers: (net arrays, full_turn) of the Guerrilla's and of the COIN's teacher, in side
+        order; student: the student's net arrays (standard 5c) when it plays the moves."""
+        self.teachers = [NetworkPlayer.from_net(CompiledNet.from_arrays(arrays), full_turn)
+                         for arrays, full_turn in teachers]
+        self.student = None if student is None else NetworkPlayer.from_net(CompiledNet.from_arrays(student), True)
+        self.last: SearchResult | None = None
+
+    def _players(self) -> list[NetworkPlayer]:
+        return self.teachers + ([self.student] if self.student is not None else [])
+
+    def start(self, n_slots: int) -> None:
+        for player in self._players():
+            player.start(n_slots)
+
+    def new_games(self, slots: np.ndarray) -> None:
+        for player in self._players():
+            player.reset(slots)
+
+    def observe(self, games: GameBatch, slots: np.ndarray) -> None:
+        """A ply the expert does not play (the bot's): every network steps, none is read."""
+        slots = np.asarray(slots, np.int32)
+        obs = games.observe(slots)[0]
+        to_move = games.to_move[slots]
+        for side, teacher in zip((GUERRILLA, COIN), self.teachers):
+            steps = slice(None) if teacher.full_turn else to_move == side
+            teacher.advance(slots[steps], obs[steps])
+        if self.student is not None:
+            self.student.advance(slots, obs)
+
+    def choose(self, games: GameBatch, slots: np.ndarray, want_policy: bool = True) -> np.ndarray:
+        slots = np.asarray(slots, np.int32)
+        obs, legal = games.observe(slots)
+        to_move = games.to_move[slots]
+        logits = np.zeros((len(slots), NUM_ACTIONS), np.float32)
+        for side, teacher in zip((GUERRILLA, COIN), self.teachers):
+            moves = to_move == side
+            logits[moves] = teacher.forward(slots[moves], obs[moves])
+            if teacher.full_turn:
+                teacher.advance(slots[~moves], obs[~moves])
+        actions = games.sample(slots, logits if self.student is None else self.student.forward(slots, obs))
+        nan = np.full(len(slots), np.nan, np.float32)
+        self.last = SearchResult(actions=actions, policy=legal_softmax(logits, legal), root_value=nan,
+                                 search_value=nan.copy(), visits_of_move=np.zeros(len(slots), np.int32),
+                                 legal=legal.sum(axis=1).astype(np.int32), evaluations=np.zeros(len(slots), np.int32))
+        return actions
+
+
+def legal_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
+    """softmax over each row's legal actions (float64 sums), 0 on the illegal ones: float32 [k, 256]."""
+    legal = legal.astype(bool)
+    shifted = np.where(legal, logits.astype(np.float64), -np.inf)
+    shifted -= shifted.max(axis=1, keepdims=True)
+    weights = np.exp(shifted)
+    return (weights / weights.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+class Distillation(ExpertIteration):
+    """Expert iteration's trainer (update, log, saved state) with the two teachers as the expert."""
+
+    def __init__(self, config: TrainConfig, teachers: tuple[Checkpoint, Checkpoint],
+                 init: MinGRUPolicy | None = None, workers: int = 1):
+        super().__init__(config, init, workers)
+        self.teachers = tuple((net_arrays(teacher.model), teacher.full_turn) for teacher in teachers)
+
+    def play(self, seeds: np.ndarray, sides: np.ndarray) -> list[GameRecord]:
+        """The iteration's games in seed order: the student plays in an evenly spread
+        distill_student_fraction of them (game j when floor((j + 1) f) > floor(j f)), the teachers in the rest."""
+        n, fraction = len(seeds), self.config.distill_student_fraction
+        by_student = np.floor(np.arange(1, n + 1) * fraction) > np.floor(np.arange(n) * fraction)
+        student = net_arrays(self.policy)
+        tasks, order = [], []
+        for plays, arguments in ((False, (self.teachers,)), (True, (self.teachers, student))):
+            games = np.flatnonzero(by_student == plays)
+            for part in np.array_split(games, self.workers):
+                if part.size:
+                    tasks.append((TeacherExpert, arguments, seeds[part], sides[part], self.opponents))
+                    order.extend(part.tolist())
+        played = [game for part in play_tasks(tasks, self.workers) for game in part]
+        records: list[GameRecord] = [None] * n
+        for game, record in zip(order, played):
+            records[game] = record
+        return records
