@@ -153,7 +153,7 @@ def _without_timings(data: bytes) -> list[dict]:
 
 def test_a_missing_teacher_is_one_line_before_any_step(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(UserError, match="results/runs/tg/final.bin"):
+    with pytest.raises(UserError, match="run x, teacher_runs.guerrilla: checkpoint results/runs/tg/final.bin does not"):
         train("x", make_config(dict(DISTILL, expert_iterations=1)), tmp_path / "run")
     assert not (tmp_path / "run").exists()
 

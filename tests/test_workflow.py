@@ -413,6 +413,14 @@ def test_dry_run_of_the_smoke_config_shards_large_cells(tmp_path):
 
 
 @needs_snakemake
+def test_dry_run_of_the_distill_config(tmp_path):
+    result = snakemake("-n", "elo_table", "--configfile", str(CONFIGS / "distill.yaml"), workdir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert job_counts(result.stdout) == {"build_engine": 1, "match": 25, "train": 3, "merge": 25, "elo": 1,
+                                         "provenance": 1, "report": 3, "games": 2, "elo_table": 1}
+
+
+@needs_snakemake
 def test_a_distilled_run_waits_for_its_teachers(tmp_path):
     config = tmp_path / "distill.yaml"
     config.write_text("players:\n  greedy: {kind: greedy}\n  d: {kind: net, run: d}\n"

@@ -81,8 +81,7 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
                 f"has no bias vectors for layout {config.layout} to train; convert it first (gcpipe ckpt convert "
                 f"IN OUT --layout {config.layout})")
         raise UserError(f"init checkpoint {init_path} (layout {init_checkpoint.layout}) {what}")
-    teachers = (tuple(checkpoint.load(paths.final_checkpoint(config.teacher_runs[side])) for side in SIDE_NAMES)
-                if config.algorithm == "distill" else None)
+    teachers = tuple(_teacher(run, config, side) for side in SIDE_NAMES) if config.algorithm == "distill" else None
     record = {"run": run, "config": config.to_dict(),
               "derived": {"num_agents": config.num_agents, "steps_per_epoch": config.steps_per_epoch,
                           "total_epochs": config.total_epochs, "device": device.type,
@@ -124,6 +123,14 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
         finally:
             trainer.close()
     return out
+
+
+def _teacher(run: str, config: TrainConfig, side: str) -> checkpoint.Checkpoint:
+    """The final.bin of the run that teaches `side`; UserError naming the setting when it cannot be read."""
+    try:
+        return checkpoint.load(paths.final_checkpoint(config.teacher_runs[side]))
+    except UserError as problem:
+        raise UserError(f"run {run}, teacher_runs.{side}: {problem}") from None
 
 
 def _trainer(config: TrainConfig, init: checkpoint.Checkpoint | None, teachers: tuple | None):
