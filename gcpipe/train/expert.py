@@ -66,7 +66,7 @@ class GameRecord:
     obs: np.ndarray            # uint8 [T, 120]: before each ply
     masks: np.ndarray          # bool [T, 256]: the mover's legal actions
     targets: np.ndarray        # float32 [T, 256]: pi' at searched plies, 0 elsewhere
-    searched: np.ndarray       # bool [T]: the ply was chosen by the search
+    searched: np.ndarray       # bool [T]: the ply was the expert's (the search's; distillation: a network's)
     movers: np.ndarray         # int8 [T]: the side to move (GUERRILLA or COIN)
     outcome: float             # +1 Guerrilla won, -1 COIN won
     search_side: int           # NO_SIDE both sides searched (self-play), else the searched side vs the bot
