@@ -21,6 +21,7 @@ from gcpipe.train.config import make_config
 from gcpipe.train.distill import Distillation, TeacherExpert, legal_softmax
 from gcpipe.train.expert import game_seed, play_games
 from gcpipe.train.run import train
+from test_expert import assert_resumed_run_matches_an_uninterrupted_one
 
 DISTILL = dict(algorithm="distill", teacher_runs={"guerrilla": "tg", "coin": "tc"}, selfplay_games=16,
                replay_games=32, expert_minibatch_rows=8, checkpoint_interval=1)
@@ -127,28 +128,13 @@ def test_the_student_learns_its_teachers_in_a_ci_sized_run(teachers, tmp_path):
 
 def test_resumed_run_matches_an_uninterrupted_one_and_another_teacher_trains_again(teachers, tmp_path):
     settings = dict(DISTILL, expert_iterations=4)
-    config = make_config(settings)
-    train("x", config, tmp_path / "straight")
-    train("x", make_config(dict(settings, max_epochs=2)), tmp_path / "resumed")
-    assert not (tmp_path / "resumed" / "final.bin").exists()
-    train("x", config, tmp_path / "resumed")
-    for name in ("final.bin", "metrics.csv"):
-        straight, resumed = (tmp_path / "straight" / name).read_bytes(), (tmp_path / "resumed" / name).read_bytes()
-        if name == "metrics.csv":   # timings differ; everything else is the same
-            straight, resumed = (_without_timings(b) for b in (straight, resumed))
-        assert straight == resumed, name
+    assert_resumed_run_matches_an_uninterrupted_one(settings, tmp_path)
     before = (tmp_path / "straight" / "final.bin").read_bytes()
     ckpt.save(_teacher(14), tmp_path / "results" / "runs" / "tc" / "final.bin", "5c")
     lines = []
-    train("x", config, tmp_path / "straight", echo=lines.append)
+    train("x", make_config(settings), tmp_path / "straight", echo=lines.append)
     assert any("a teacher checkpoint" in line for line in lines), lines
     assert (tmp_path / "straight" / "final.bin").read_bytes() != before
-
-
-def _without_timings(data: bytes) -> list[dict]:
-    rows = list(csv.DictReader(data.decode().splitlines()))
-    return [{k: v for k, v in row.items() if k not in ("wall_time", "sps", "rollout_seconds", "update_seconds")}
-            for row in rows]
 
 
 def test_a_missing_teacher_is_one_line_before_any_step(tmp_path, monkeypatch):

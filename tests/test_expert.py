@@ -165,7 +165,12 @@ def test_bot_games_use_the_bot_of_the_other_side():
 
 
 def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
-    settings = dict(EXPERT, expert_iterations=4)
+    assert_resumed_run_matches_an_uninterrupted_one(dict(EXPERT, expert_iterations=4), tmp_path)
+
+
+def assert_resumed_run_matches_an_uninterrupted_one(settings: dict, tmp_path) -> None:
+    """A run of `settings` stopped after two iterations and continued ends with the final.bin and
+    metrics rows (timings aside) of the same run never stopped (tmp_path/straight, tmp_path/resumed)."""
     config = make_config(settings)
     train("x", config, tmp_path / "straight")
     train("x", make_config(dict(settings, max_epochs=2)), tmp_path / "resumed")
