@@ -19,7 +19,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from gcpipe import paths
-from gcpipe.config import config_text, read_config_file, validate_config
+from gcpipe.config import config_text, input_runs, read_config_file, validate_config
 from gcpipe.elo import ORDO_FILES, OUTPUT_FILES
 from gcpipe.engine.build import CSRC
 from gcpipe.errors import UserError
@@ -146,10 +146,8 @@ localrules:
 
 
 def input_checkpoints_of(run):
-    """The final.bins a run reads: its init_run's (most runs start fresh) and, distilling, its teachers'."""
-    settings = config["runs"][run]
-    runs = [settings["init_run"]] + (list(settings["teacher_runs"].values()) if settings["algorithm"] == "distill" else [])
-    return sorted({str(paths.final_checkpoint(name)) for name in runs if name})
+    """The final.bins a run reads (gcpipe.config.input_runs): most runs read none."""
+    return sorted({str(paths.final_checkpoint(source)) for _, source in input_runs(config["runs"][run])})
 
 
 def field_checkpoints():

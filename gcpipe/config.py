@@ -43,7 +43,7 @@ def validate_config(config: dict, source: str = "config") -> dict:
     return config
 
 
-def _input_runs(settings: dict) -> list[tuple[str, str]]:
+def input_runs(settings: dict) -> list[tuple[str, str]]:
     """(setting, run) for each configured run whose final.bin a run reads: its init_run and, when it
     distills, its teachers."""
     inputs = [("init_run", settings.get("init_run", ""))]
@@ -57,7 +57,7 @@ def _circle_from(start: str, runs: dict) -> list[tuple[str, str]]:
     seen = set()
 
     def path_from(run: str) -> list[tuple[str, str]]:
-        for key, source in _input_runs(runs[run]):
+        for key, source in input_runs(runs[run]):
             if source == start:
                 return [(key, source)]
             if source not in seen:
@@ -73,7 +73,7 @@ def _check_cross_references(config: dict) -> None:
     players, runs = config["players"], config["runs"]
     configs = {run: make_config(settings, where=f"runs.{run}") for run, settings in runs.items()}
     for run in runs:
-        for key, source in _input_runs(runs[run]):
+        for key, source in input_runs(runs[run]):
             if source not in runs:
                 raise UserError(f"runs.{run}.{key}: {source!r} is not a configured run (runs: {', '.join(runs)})")
     for run in runs:
