@@ -17,6 +17,8 @@ from gcpipe.nn.player import NetworkPlayer
 from gcpipe.players import define
 from gcpipe.players import play_games as play_match_games
 from gcpipe.players.network import NetPlayer
+from gcpipe.search.player import SearchPlayer
+from gcpipe.search.settings import make_settings
 from gcpipe.train.config import make_config
 from gcpipe.train.distill import Distillation, TeacherExpert, legal_softmax
 from gcpipe.train.expert import game_seed, play_games
@@ -80,7 +82,7 @@ def test_targets_are_the_movers_teacher_and_moves_are_the_players_own(student_pl
     models = (_teacher(11), _teacher(12))
     student = MinGRUPolicy(generator=torch.Generator().manual_seed(13))
     seeds = np.array([game_seed(5, 0, j) for j in range(6)], np.uint32)
-    expert = TeacherExpert(tuple((net_arrays(model), True) for model in models),
+    expert = TeacherExpert(tuple((net_arrays(model), True, None) for model in models),
                            net_arrays(student) if student_plays else None)
     games = play_games(expert, seeds, np.full(6, NO_SIDE), GREEDY)
     for game in games:
@@ -89,6 +91,30 @@ def test_targets_are_the_movers_teacher_and_moves_are_the_players_own(student_pl
     movers = (student, student) if student_plays else models
     players = [NetPlayer(NetworkPlayer.from_net(CompiledNet(model), True)) for model in movers]
     alone = play_match_games(*players, seeds)
+    assert [g.plies for g in games] == alone.plies.tolist()
+    assert [g.outcome > 0 for g in games] == (alone.winners == GUERRILLA).tolist()
+
+
+def test_a_search_teacher_plays_and_labels_as_the_search_player():
+    """With a search teaching the Guerrilla (expert iteration's PUCT, moves drawn in proportion to
+    the visits), the games are the search player's against the COIN teacher through the match loop,
+    move for move; each Guerrilla ply's target is the search's visit distribution over that ply's
+    legal actions (whole visits of 16 simulations) and each COIN ply's the COIN teacher's policy,
+    the COIN teacher stepping on every ply as if the search were a net."""
+    models = (_teacher(11), _teacher(12))
+    search = make_settings(simulations=16, variant="puct", value="outcome", temperature=1.0)
+    seeds = np.array([game_seed(5, 0, j) for j in range(6)], np.uint32)
+    expert = TeacherExpert(((net_arrays(models[0]), True, search), (net_arrays(models[1]), True, None)))
+    games = play_games(expert, seeds, np.full(6, NO_SIDE), GREEDY)
+    for game in games:
+        coin = game.movers == COIN
+        np.testing.assert_array_equal(game.targets[coin], _replayed_targets(game, models)[coin])
+        visits = game.targets[~coin] * 16
+        np.testing.assert_allclose(visits, np.round(visits), atol=1e-4)
+        np.testing.assert_allclose(visits.sum(axis=1), 16, atol=1e-4)
+        assert not (game.targets[~coin] * ~game.masks[~coin]).any()
+    alone = play_match_games(SearchPlayer.from_net(CompiledNet(models[0]), search),
+                             NetPlayer(NetworkPlayer.from_net(CompiledNet(models[1]), True)), seeds)
     assert [g.plies for g in games] == alone.plies.tolist()
     assert [g.outcome > 0 for g in games] == (alone.winners == GUERRILLA).tolist()
 
@@ -144,6 +170,15 @@ def test_a_missing_teacher_is_one_line_before_any_step(tmp_path, monkeypatch):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_search_teacher_without_value_rows_is_one_line_before_any_step(teachers, tmp_path):
+    ckpt.save(_teacher(14), tmp_path / "results" / "runs" / "tc" / "final.bin", "legacy")
+    config = make_config(dict(DISTILL, expert_iterations=1, teacher_search={"guerrilla": False, "coin": True}))
+    with pytest.raises(UserError, match="run x, teacher_search.coin: a search needs a standard 5c teacher with value "
+                                        "rows; run tc's final.bin has layout legacy"):
+        train("x", config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("settings, message", [
     (dict(teacher_runs={"guerrilla": "tg", "coin": ""}), "needs a teacher for each side; set 'teacher_runs' coin"),
     (dict(teacher_runs={"guerrilla": "", "coin": ""}), "set 'teacher_runs' guerrilla and coin to a run's name"),
@@ -151,6 +186,8 @@ def test_a_missing_teacher_is_one_line_before_any_step(tmp_path, monkeypatch):
     (dict(expert_value_mix=0.5), "'expert_value_mix' mixes in a search's value"),
     (dict(distill_student_fraction=1.5), "distill_student_fraction: 1.5 is greater than the maximum of 1"),
     (dict(layout="legacy"), "algorithm 'distill' trains both value rows, which layout legacy"),
+    (dict(teacher_search={"guerrilla": True}), "teacher_search: missing key 'coin'"),
+    (dict(teacher_search={"guerrilla": 1, "coin": False}), "teacher_search.guerrilla"),
 ])
 def test_settings_that_cannot_work_are_refused(settings, message):
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):

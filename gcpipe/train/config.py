@@ -88,9 +88,11 @@ class TrainConfig:
     # games are against `opponent` (with the mcts_* settings); the rollout, advantage and opponent-pool settings above
     # (total_timesteps, num_envs, horizon, gamma, ..., historical_fraction) are PPO's alone.
     # "distill": expert iteration's loop with two teacher networks as the expert, one per side
-    # (gcpipe/train/distill.py); the search_* settings and expert_value_mix are expert iteration's alone.
+    # (gcpipe/train/distill.py); the search_* settings are the search of a side whose teacher_search is
+    # set, and expert_value_mix is expert iteration's alone.
     algorithm: str
     teacher_runs: dict  # distill: {guerrilla: RUN, coin: RUN}, the runs whose final.bin teach each side
+    teacher_search: dict  # distill: {guerrilla: bool, coin: bool}, the side's teacher is the search_* search on that net
     distill_student_fraction: float  # distill: share of the games whose network plies the student plays
     expert_iterations: int
     init_run: str  # start from results/runs/INIT_RUN/final.bin (empty: a fresh init)
@@ -216,7 +218,8 @@ def make_config(settings: dict | None = None, where: str = "run config") -> Trai
     for key in ("bot_fraction", "reward_shaping"):
         value = values[key]
         values[key] = {side: float(value[side]) for side in SIDE_NAMES} if isinstance(value, dict) else float(value)
-    values["teacher_runs"] = {side: values["teacher_runs"][side] for side in SIDE_NAMES}
+    for key in ("teacher_runs", "teacher_search"):
+        values[key] = {side: values[key][side] for side in SIDE_NAMES}
     config = TrainConfig(**values)
     _check_across(config, where)
     return config

@@ -17,6 +17,12 @@ Targets.  At every network ply, whoever moves, the policy of the mover's teacher
 logits over the legal actions, the distribution a net player samples from (rules.md §9), raised
 to 1 / expert_target_temperature; both value rows toward the game's +-1 outcome (side_value's
 convention, as expert iteration trains them).  The update is expert iteration's.
+
+Search teachers.  With teacher_search set for a side, that side's teacher is expert iteration's
+search (the search_* settings) guided by the teacher run's network: its target is the search's
+improved policy (PUCT: the visit distribution) and, where it plays, its move is the search's
+(PUCT: drawn in proportion to the visits).  A teacher can then be stronger than any network:
+the search over a distilled student's own network teaches the next student.
 """
 from __future__ import annotations
 
@@ -27,25 +33,31 @@ from gcpipe.nn.checkpoint import Checkpoint
 from gcpipe.nn.inference import CompiledNet, net_arrays
 from gcpipe.nn.player import NetworkPlayer
 from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.search.player import SearchPlayer
 from gcpipe.search.searcher import SearchResult
+from gcpipe.search.settings import SearchSettings
 from gcpipe.train.config import TrainConfig
 from gcpipe.train.expert import ExpertIteration, GameRecord, play_tasks
+
+Teacher = tuple[dict, bool, SearchSettings | None]   # net arrays, full_turn, the search it guides (None: none)
 
 
 class TeacherExpert:
     """The expert of distillation's games, through the player protocol: the mover's teacher labels
     each ply it is asked to choose (`last.policy`), and the move is drawn, from each game's own
-    generator, from the teacher's policy or, when a student is given, from the student's."""
+    generator, from the teacher's policy (a search teacher: the search's move) or, when a student
+    is given, from the student's."""
 
-    def __init__(self, teachers: tuple[tuple[dict, bool], tuple[dict, bool]], student: dict | None = None):
-        """teachers: (net arrays, full_turn) of the Guerrilla's and of the COIN's teacher, in side
-        order; student: the student's net arrays (standard 5c) when it plays the moves."""
-        self.teachers = [NetworkPlayer.from_net(CompiledNet.from_arrays(arrays), full_turn)
-                         for arrays, full_turn in teachers]
+    def __init__(self, teachers: tuple[Teacher, Teacher], student: dict | None = None):
+        """teachers: the Guerrilla's and the COIN's, in side order; student: the student's net arrays
+        (standard 5c) when it plays the moves."""
+        self.teachers = [NetworkPlayer.from_net(CompiledNet.from_arrays(arrays), full_turn) if search is None
+                         else SearchPlayer.from_net(CompiledNet.from_arrays(arrays), search, full_turn)
+                         for arrays, full_turn, search in teachers]
         self.student = None if student is None else NetworkPlayer.from_net(CompiledNet.from_arrays(student), True)
         self.last: SearchResult | None = None
 
-    def _players(self) -> list[NetworkPlayer]:
+    def _players(self) -> list[NetworkPlayer | SearchPlayer]:
         return self.teachers + ([self.student] if self.student is not None else [])
 
     def start(self, n_slots: int) -> None:
@@ -54,7 +66,10 @@ class TeacherExpert:
 
     def new_games(self, slots: np.ndarray) -> None:
         for player in self._players():
-            player.reset(slots)
+            if isinstance(player, SearchPlayer):
+                player.new_games(slots)
+            else:
+                player.reset(slots)
 
     def observe(self, games: GameBatch, slots: np.ndarray) -> None:
         """A ply the expert does not play (the bot's): every network steps, none is read."""
@@ -62,6 +77,9 @@ class TeacherExpert:
         obs = games.observe(slots)[0]
         to_move = games.to_move[slots]
         for side, teacher in zip((GUERRILLA, COIN), self.teachers):
+            if isinstance(teacher, SearchPlayer):   # standard 5c (Distillation checks): steps on every ply
+                teacher.observe(games, slots)
+                continue
             steps = slice(None) if teacher.full_turn else to_move == side
             teacher.advance(slots[steps], obs[steps])
         if self.student is not None:
@@ -69,17 +87,32 @@ class TeacherExpert:
 
     def choose(self, games: GameBatch, slots: np.ndarray, want_policy: bool = True) -> np.ndarray:
         slots = np.asarray(slots, np.int32)
-        obs, legal = games.observe(slots)
+        # Copies: a search teacher observes subsets of the slots, which overwrites observe's buffers.
+        obs, legal = (view.copy() for view in games.observe(slots))
         to_move = games.to_move[slots]
         logits = np.zeros((len(slots), NUM_ACTIONS), np.float32)
+        policy = np.zeros((len(slots), NUM_ACTIONS), np.float32)
+        actions = np.zeros(len(slots), np.int32)
+        searched = np.zeros(len(slots), bool)     # plies whose teacher is a search (its move is the search's)
         for side, teacher in zip((GUERRILLA, COIN), self.teachers):
             moves = to_move == side
+            if isinstance(teacher, SearchPlayer):
+                if moves.any():
+                    actions[moves] = teacher.choose(games, slots[moves], want_policy=True)
+                    policy[moves] = teacher.last.policy
+                teacher.observe(games, slots[~moves])
+                searched |= moves
+                continue
             logits[moves] = teacher.forward(slots[moves], obs[moves])
+            policy[moves] = legal_softmax(logits[moves], legal[moves])
             if teacher.full_turn:
                 teacher.advance(slots[~moves], obs[~moves])
-        actions = games.sample(slots, logits if self.student is None else self.student.forward(slots, obs))
+        if self.student is not None:
+            actions = games.sample(slots, self.student.forward(slots, obs))
+        elif (~searched).any():
+            actions[~searched] = games.sample(slots[~searched], logits[~searched])
         nan = np.full(len(slots), np.nan, np.float32)
-        self.last = SearchResult(actions=actions, policy=legal_softmax(logits, legal), root_value=nan,
+        self.last = SearchResult(actions=actions, policy=policy, root_value=nan,
                                  search_value=nan.copy(), visits_of_move=np.zeros(len(slots), np.int32),
                                  legal=legal.sum(axis=1).astype(np.int32), evaluations=np.zeros(len(slots), np.int32))
         return actions
@@ -100,7 +133,8 @@ class Distillation(ExpertIteration):
     def __init__(self, config: TrainConfig, teachers: tuple[Checkpoint, Checkpoint],
                  init: MinGRUPolicy | None = None, workers: int = 1):
         super().__init__(config, init, workers)
-        self.teachers = tuple((net_arrays(teacher.model), teacher.full_turn) for teacher in teachers)
+        self.teachers = tuple((net_arrays(teacher.model), teacher.full_turn, self.settings if searched else None)
+                              for teacher, searched in zip(teachers, config.teacher_search.values()))
 
     def play(self, seeds: np.ndarray, sides: np.ndarray) -> list[GameRecord]:
         """The iteration's games in seed order: the student plays in an evenly spread

@@ -128,9 +128,13 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
 def _teacher(run: str, config: TrainConfig, side: str) -> checkpoint.Checkpoint:
     """The final.bin of the run that teaches `side`; UserError naming the setting when it cannot be read."""
     try:
-        return checkpoint.load(paths.final_checkpoint(config.teacher_runs[side]))
+        teacher = checkpoint.load(paths.final_checkpoint(config.teacher_runs[side]))
     except UserError as problem:
         raise UserError(f"run {run}, teacher_runs.{side}: {problem}") from None
+    if config.teacher_search[side] and not (teacher.full_turn and teacher.has_value_head):
+        raise UserError(f"run {run}, teacher_search.{side}: a search needs a standard 5c teacher with value rows; "
+                        f"run {config.teacher_runs[side]}'s final.bin has layout {teacher.layout}")
+    return teacher
 
 
 def _trainer(config: TrainConfig, init: checkpoint.Checkpoint | None, teachers: tuple | None):
