@@ -85,6 +85,12 @@ def _check_cross_references(config: dict) -> None:
         if init and configs[init].bias != configs[run].bias:
             raise UserError(f"runs.{run}.init_run: run {init!r} writes layout {configs[init].layout}, which does not "
                             f"fit layout {configs[run].layout} (bias vectors)")
+        if configs[run].algorithm == "distill":
+            for side, searched in configs[run].teacher_search.items():
+                teacher = configs[run].teacher_runs[side]
+                if searched and configs[teacher].algorithm == "ppo":
+                    raise UserError(f"runs.{run}.teacher_search.{side}: the search reads run {teacher!r}'s value rows as "
+                                    f"+-1 outcomes, which algorithm ppo does not train; teach with an expert or distill run")
     for name, player in players.items():
         if player["kind"] in CHECKPOINT_KINDS and "run" in player and player["run"] not in runs:
             raise UserError(f"players.{name}: run {player['run']!r} is not configured under runs "
