@@ -21,8 +21,8 @@ convention, as expert iteration trains them).  The update is expert iteration's.
 Search teachers.  With teacher_search set for a side, that side's teacher is expert iteration's
 search (the search_* settings) guided by the teacher run's network: its target is the search's
 improved policy (PUCT: the visit distribution) and, where it plays, its move is the search's
-(PUCT: drawn in proportion to the visits).  A teacher can then be stronger than any network:
-the search over a distilled student's own network teaches the next student.
+(PUCT: drawn in proportion to the visits).  Such a teacher is stronger than its network; the
+README measures what students take from it (in raw play, nothing yet).
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ class TeacherExpert:
         obs = games.observe(slots)[0]
         to_move = games.to_move[slots]
         for side, teacher in zip((GUERRILLA, COIN), self.teachers):
-            if isinstance(teacher, SearchPlayer):   # standard 5c (Distillation checks): steps on every ply
+            if isinstance(teacher, SearchPlayer):   # standard 5c (run.py checks): steps on every ply
                 teacher.observe(games, slots)
                 continue
             steps = slice(None) if teacher.full_turn else to_move == side
