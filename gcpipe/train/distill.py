@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gcpipe.engine import COIN, GUERRILLA, NUM_ACTIONS, GameBatch
+from gcpipe.engine import COIN, GUERRILLA, NUM_ACTIONS, SIDE_NAMES, GameBatch
 from gcpipe.nn.checkpoint import Checkpoint
 from gcpipe.nn.inference import CompiledNet, net_arrays
 from gcpipe.nn.player import NetworkPlayer
@@ -133,8 +133,9 @@ class Distillation(ExpertIteration):
     def __init__(self, config: TrainConfig, teachers: tuple[Checkpoint, Checkpoint],
                  init: MinGRUPolicy | None = None, workers: int = 1):
         super().__init__(config, init, workers)
-        self.teachers = tuple((net_arrays(teacher.model), teacher.full_turn, self.settings if searched else None)
-                              for teacher, searched in zip(teachers, config.teacher_search.values()))
+        self.teachers = tuple((net_arrays(teacher.model), teacher.full_turn,
+                               self.settings if config.teacher_search[side] else None)
+                              for teacher, side in zip(teachers, SIDE_NAMES))
 
     def play(self, seeds: np.ndarray, sides: np.ndarray) -> list[GameRecord]:
         """The iteration's games in seed order: the student plays in an evenly spread
