@@ -128,7 +128,13 @@ def test_a_second_training_of_the_same_run_folder_is_refused_naming_the_first(tm
     watchdog = threading.Timer(60, rerun.kill)
     watchdog.start()
     try:
-        assert "tiny: continuing from its saved state at step" in rerun.stderr.readline()
+        line = rerun.stderr.readline()
+        # Killed between writing state.pt and its checksum, the first trainer leaves them unmatched:
+        # the rerun says so and continues from the state before it.
+        if line == ("tiny: state.pt is unusable: its bytes do not match state.pt.sha256 (damaged or cut short); "
+                    "using state.prev.pt, the state before it\n"):
+            line = rerun.stderr.readline()
+        assert "tiny: continuing from its saved state at step" in line
     finally:
         watchdog.cancel()
         stop(rerun)
