@@ -1,13 +1,21 @@
 """Pair statistics and the SPRT (gcpipe.stats.sprt) against numbers computed with fishtest's published
 formulas (server/fishtest/stats/LLRcalc.py and stat_util.py of official-stockfish/fishtest, run on
-their own), and the sequential scan's stopping rule."""
+their own), and the sequential scan's stopping rule; runs compared over seeds (gcpipe.stats.runs and
+benchmarks/runs_ab.py) against hand-computed values and scipy's own Welch test."""
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.stats
 
 from gcpipe.errors import UserError
+from gcpipe.stats.runs import arm, welch
 from gcpipe.stats.sprt import (NELO_LIMIT, SPRT, llr_logistic, llr_normalized, pair_elo, pentanomial)
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 # (model, ELO0, ELO1, pentanomial, fishtest's LLR_normalized / LLR_logistic of it)
 FISHTEST_LLR = [
@@ -115,3 +123,75 @@ def test_logistic_model_takes_large_bounds_and_the_limit_is_fishtests():
     # Just inside the limit the iteration still has a root; the limit is where it stops having one.
     assert math.isfinite(float(llr_normalized(0, NELO_LIMIT - 0.5, [3, 0, 10, 0, 7])))
     assert NELO_LIMIT == pytest.approx(231.6, abs=0.05)
+
+
+def test_arm_of_runs_by_hand():
+    runs = arm([3, 5, 7], [10, 10, 10])
+    assert runs.rates == (0.3, 0.5, 0.7) and runs.runs == 3
+    assert runs.mean == pytest.approx(0.5, abs=1e-15)
+    assert runs.run_sd == pytest.approx(0.2, abs=1e-15)                  # s^2 = (0.04 + 0 + 0.04) / 2
+    assert runs.sampling_sd == pytest.approx(math.sqrt(0.67 / 30), abs=1e-15)   # (0.21 + 0.25 + 0.21) / 10 / 3
+
+
+def test_welch_difference_by_hand_and_as_scipy_computes_it():
+    a, b = arm([3, 5, 7], [10, 10, 10]), arm([6, 8], [10, 10])
+    d = welch(a, b)
+    # var_A = 0.04 / 3 = 1/75, var_B = 0.02 / 2 = 1/100: se^2 = 7/300, df = (7/300)^2 / ((1/75)^2 / 2 + (1/100)^2)
+    assert d.difference == pytest.approx(0.2, abs=1e-15)
+    assert d.se == pytest.approx(math.sqrt(7 / 300), abs=1e-15)
+    assert d.df == pytest.approx(49 / 17, rel=1e-12)
+    scipy_test = scipy.stats.ttest_ind(b.rates, a.rates, equal_var=False)
+    interval = scipy_test.confidence_interval(0.95)
+    assert scipy_test.df == pytest.approx(d.df, rel=1e-12)
+    assert (d.low, d.high) == pytest.approx((interval.low, interval.high), rel=1e-12)
+
+
+def test_welch_without_any_spread_is_the_difference_itself():
+    d = welch(arm([5, 5], [10, 10]), arm([7, 7], [10, 10]))
+    assert (d.difference, d.se, d.df) == (pytest.approx(0.2, abs=1e-15), 0.0, math.inf)
+    assert d.low == d.high == d.difference
+
+
+@pytest.mark.parametrize("wins, games, message", [
+    ([5], [10], "an arm needs at least two runs to measure their spread, got 1"),
+    ([5, 6], [10], "2 win counts for 1 game counts"),
+    ([5, 11], [10, 10], "a run's wins must be an integer from 0 to its games (> 0), got 11 of 10"),
+    ([5, 0], [10, 0], "got 0 of 0"),
+    ([5, 2.5], [10, 10], "got 2.5 of 10"),
+])
+def test_bad_arm_is_one_line(wins, games, message):
+    with pytest.raises(UserError) as caught:
+        arm(wins, games)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def _script(name: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCHMARKS / name), *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_runs_ab_compares_strength_ledgers_over_runs(tmp_path):
+    # Greedy against greedy on three roster positions (three "runs"; the engine's games are the same
+    # on every machine): as Guerrilla 14, 11 and 17 of 40, as COIN 27, 27 and 29 of 40.
+    for roster in (8, 10, 12):
+        done = _script("strength.py", "--games", 40, "--roster", roster, "--workers", 1,
+                       "--out", tmp_path / f"r{roster}", "greedy", "--", "greedy")
+        assert done.returncode == 0, done.stderr
+    done = _script("runs_ab.py", "--a", tmp_path / "r8", tmp_path / "r10", "--b", tmp_path / "r12", tmp_path / "r8")
+    assert done.returncode == 0, done.stderr
+    rows = {line[:14].strip(): line[14:].split() for line in done.stdout.splitlines()[4:]}
+    # Guerrilla: A 35.0 and 27.5 %, B 42.5 and 35.0 %: +7.5 points, se 5.3, df 2, t(0.975, 2) = 4.303.
+    assert rows["as Guerrilla"] == ["31.2", "%", "(", "5.3,", "7.3)", "38.7", "%", "(", "5.3,", "7.7)",
+                                    "+7.5", "[-15.3,", "+30.3]", "2.0"]
+    assert rows["as COIN"][-4:] == ["+2.5", "[-29.3,", "+34.3]", "1.0"]      # A's runs agree: df 1
+    assert rows["both sides"][:2] == ["49.4", "%"] and rows["weaker side"] == rows["as Guerrilla"]
+    mixed = tmp_path / "mixed"
+    done = _script("strength.py", "--games", 4, "--workers", 1, "--out", mixed, "greedy", "--", "random")
+    assert done.returncode == 0, done.stderr
+    done = _script("runs_ab.py", "--a", tmp_path / "r8", tmp_path / "r10", "--b", mixed, tmp_path / "r12")
+    assert done.returncode == 2
+    assert done.stderr == (f"runs_ab: error: {mixed}: its opponent 'random' is not the other folders' 'greedy' "
+                           f"({tmp_path / 'r8'}); compare runs against one opponent\n")
+    done = _script("runs_ab.py", "--a", tmp_path / "r8", tmp_path, "--b", tmp_path / "r12", tmp_path / "r10")
+    assert (done.returncode, done.stderr) == (2, f"runs_ab: error: {tmp_path}: no guerrilla_0_0.jsonl "
+                                                 "(a benchmarks/strength.py --out folder?)\n")
