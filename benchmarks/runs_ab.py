@@ -46,11 +46,10 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     runs = {name: [run_record(folder, args.cell) for folder in folders] for name, folders in (("A", args.a), ("B", args.b))}
     first = runs["A"][0]
-    for name, records in runs.items():
-        for folder, record in zip(args.a if name == "A" else args.b, records):
-            if record["opponent"] != first["opponent"]:
-                raise UserError(f"{folder}: its opponent {record['opponent_name']!r} is not the other folders' "
-                                f"{first['opponent_name']!r} ({args.a[0]}); compare runs against one opponent")
+    for folder, record in zip(args.a + args.b, runs["A"] + runs["B"]):
+        if record["opponent"] != first["opponent"]:
+            raise UserError(f"{folder}: its opponent {record['opponent_name']!r} is not the other folders' "
+                            f"{first['opponent_name']!r} ({args.a[0]}); compare runs against one opponent")
     for name, records in runs.items():
         print(f"{name}: {len(records)} runs: {', '.join(record['player'] for record in records)}")
     print(f"opponent: {first['opponent_name']}")
