@@ -6,9 +6,9 @@ runs of one setting vary?
 Each folder is one run's strength ledgers against one opponent, as benchmarks/strength.py writes
 them (--out; `--cell P_O` picks player P against opponent O, default 0_0).  Per side (as Guerrilla,
 as COIN, both sides' games together, and each run's weaker side) prints each arm's mean win rate
-over its runs with the spread of its runs and the spread its games alone would give, and B - A with
-a 95 % Welch interval over runs (gcpipe/stats/runs.py).  Every folder must hold games against the
-same opponent."""
+over its runs with the spread of its runs and the spread its games alone would give (for the weaker
+side: the games of the side that was weaker), and B - A with a 95 % Welch interval over runs
+(gcpipe/stats/runs.py).  Every folder must hold games against the same opponent."""
 import argparse
 import sys
 from pathlib import Path
@@ -27,7 +27,10 @@ def run_record(folder: Path, cell: str) -> dict:
         path = folder / f"{side}_{cell}.jsonl"
         if not path.exists():
             raise UserError(f"{folder}: no {path.name} (a benchmarks/strength.py --out folder?)")
-        summaries[side] = summarize(read_ledger(path))
+        records = read_ledger(path)
+        if not records:
+            raise UserError(f"{path}: no finished games yet")
+        summaries[side] = summarize(records)
     guerrilla, coin = summaries["guerrilla"], summaries["coin"]
     if guerrilla["guerrilla"] != coin["coin"]:
         raise UserError(f"{folder}: its ledgers hold two players, {guerrilla['guerrilla']!r} and {coin['coin']!r}")

@@ -195,3 +195,7 @@ def test_runs_ab_compares_strength_ledgers_over_runs(tmp_path):
     done = _script("runs_ab.py", "--a", tmp_path / "r8", tmp_path, "--b", tmp_path / "r12", tmp_path / "r10")
     assert (done.returncode, done.stderr) == (2, f"runs_ab: error: {tmp_path}: no guerrilla_0_0.jsonl "
                                                  "(a benchmarks/strength.py --out folder?)\n")
+    (tmp_path / "r10" / "coin_0_0.jsonl").write_bytes(b"")          # a cell whose first game never finished
+    done = _script("runs_ab.py", "--a", tmp_path / "r8", tmp_path / "r10", "--b", tmp_path / "r12", tmp_path / "r8")
+    assert (done.returncode, done.stderr) == (2, f"runs_ab: error: {tmp_path / 'r10' / 'coin_0_0.jsonl'}: "
+                                                 "no finished games yet\n")
