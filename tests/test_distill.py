@@ -171,7 +171,8 @@ def test_a_missing_teacher_is_one_line_before_any_step(tmp_path, monkeypatch):
 
 
 def test_a_search_teacher_without_value_rows_is_one_line_before_any_step(teachers, tmp_path):
-    ckpt.save(_teacher(14), tmp_path / "results" / "runs" / "tc" / "final.bin", "legacy")
+    with pytest.warns(ckpt.CheckpointWarning, match="layout legacy has no value head"):
+        ckpt.save(_teacher(14), tmp_path / "results" / "runs" / "tc" / "final.bin", "legacy")
     config = make_config(dict(DISTILL, expert_iterations=1, teacher_search={"guerrilla": False, "coin": True}))
     with pytest.raises(UserError, match="run x, teacher_search.coin: a search needs a standard 5c teacher with value "
                                         "rows; run tc's final.bin has layout legacy"):
