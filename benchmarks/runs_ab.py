@@ -47,6 +47,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--b", nargs="+", type=Path, required=True, help="setting B's runs' ledger folders")
     parser.add_argument("--cell", default="0_0", help="P_O: player P against opponent O (default 0_0)")
     args = parser.parse_args(argv)
+    seen = set()
+    for folder in args.a + args.b:
+        if folder.resolve() in seen:
+            raise UserError(f"{folder}: given twice; each run counts once, in one arm")
+        seen.add(folder.resolve())
     runs = {name: [run_record(folder, args.cell) for folder in folders] for name, folders in (("A", args.a), ("B", args.b))}
     first = runs["A"][0]
     for folder, record in zip(args.a + args.b, runs["A"] + runs["B"]):

@@ -171,20 +171,24 @@ def _script(name: str, *args) -> subprocess.CompletedProcess:
 
 
 def test_runs_ab_compares_strength_ledgers_over_runs(tmp_path):
-    # Greedy against greedy on three roster positions (three "runs"; the engine's games are the same
-    # on every machine): as Guerrilla 14, 11 and 17 of 40, as COIN 27, 27 and 29 of 40.
-    for roster in (8, 10, 12):
+    # Greedy against greedy on four roster positions (four "runs"; the engine's games are the same
+    # on every machine): as Guerrilla 14, 11, 17 and 19 of 40, as COIN 27, 27, 29 and 31 of 40.
+    for roster in (8, 10, 12, 13):
         done = _script("strength.py", "--games", 40, "--roster", roster, "--workers", 1,
                        "--out", tmp_path / f"r{roster}", "greedy", "--", "greedy")
         assert done.returncode == 0, done.stderr
-    done = _script("runs_ab.py", "--a", tmp_path / "r8", tmp_path / "r10", "--b", tmp_path / "r12", tmp_path / "r8")
+    done = _script("runs_ab.py", "--a", tmp_path / "r8", tmp_path / "r10", "--b", tmp_path / "r12", tmp_path / "r13")
     assert done.returncode == 0, done.stderr
     rows = {line[:14].strip(): line[14:].split() for line in done.stdout.splitlines()[4:]}
-    # Guerrilla: A 35.0 and 27.5 %, B 42.5 and 35.0 %: +7.5 points, se 5.3, df 2, t(0.975, 2) = 4.303.
-    assert rows["as Guerrilla"] == ["31.2", "%", "(", "5.3,", "7.3)", "38.7", "%", "(", "5.3,", "7.7)",
-                                    "+7.5", "[-15.3,", "+30.3]", "2.0"]
-    assert rows["as COIN"][-4:] == ["+2.5", "[-29.3,", "+34.3]", "1.0"]      # A's runs agree: df 1
+    # Guerrilla: A 35.0 and 27.5 %, B 42.5 and 47.5 %: +13.75 points, se sqrt((0.075^2 + 0.05^2) / 4) = 4.5,
+    # df 0.00203125^2 / (0.00140625^2 + 0.000625^2) = 1.74.
+    assert rows["as Guerrilla"] == ["31.2", "%", "(", "5.3,", "7.3)", "45.0", "%", "(", "3.5,", "7.9)",
+                                    "+13.7", "[", "-8.7,", "+36.2]", "1.7"]
+    assert rows["as COIN"][-4:] == ["+7.5", "[-24.3,", "+39.3]", "1.0"]      # A's runs agree: df 1
     assert rows["both sides"][:2] == ["49.4", "%"] and rows["weaker side"] == rows["as Guerrilla"]
+    done = _script("runs_ab.py", "--a", tmp_path / "r8", tmp_path / "r10", "--b", tmp_path / "r12", tmp_path / "r8")
+    assert (done.returncode, done.stderr) == (2, f"runs_ab: error: {tmp_path / 'r8'}: given twice; "
+                                                 "each run counts once, in one arm\n")
     mixed = tmp_path / "mixed"
     done = _script("strength.py", "--games", 4, "--workers", 1, "--out", mixed, "greedy", "--", "random")
     assert done.returncode == 0, done.stderr
@@ -196,6 +200,6 @@ def test_runs_ab_compares_strength_ledgers_over_runs(tmp_path):
     assert (done.returncode, done.stderr) == (2, f"runs_ab: error: {tmp_path}: no guerrilla_0_0.jsonl "
                                                  "(a benchmarks/strength.py --out folder?)\n")
     (tmp_path / "r10" / "coin_0_0.jsonl").write_bytes(b"")          # a cell whose first game never finished
-    done = _script("runs_ab.py", "--a", tmp_path / "r8", tmp_path / "r10", "--b", tmp_path / "r12", tmp_path / "r8")
+    done = _script("runs_ab.py", "--a", tmp_path / "r8", tmp_path / "r10", "--b", tmp_path / "r12", tmp_path / "r13")
     assert (done.returncode, done.stderr) == (2, f"runs_ab: error: {tmp_path / 'r10' / 'coin_0_0.jsonl'}: "
                                                  "no finished games yet\n")
