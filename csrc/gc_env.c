@@ -32,6 +32,7 @@ static int start_game(const gc_vec *v, gc_env *e, gc_mcts *pool) {
     e->tick = 0;
     e->invalid = 0;
     e->episode_return = 0.0f;
+    e->guerrilla_mobility = 0;
     return v->selfplay ? 0 : bot_replies(v, e, pool);
 }
 
@@ -104,7 +105,8 @@ gc_mcts *gc_vec_new_pool(const gc_vec *v) {
 int gc_vec_init(gc_vec *v) {
     if (v->num_envs < 1 || v->max_episode_length < 1 || v->side < 0 || v->side > GC_COIN || !v->envs ||
         !v->observations || !v->action_masks || !v->actions || !v->rewards || !v->terminals ||
-        !v->opponent_tags || !v->slot_sides || !v->game_ends)
+        !v->opponent_tags || !v->slot_sides || !v->game_ends ||
+        (v->coin_mobility_reward != 0.0f && !v->mobility_rewards))
         return -1;
     for (int i = 0; v->env_sides && i < v->num_envs; i++)
         if (v->env_sides[i] > GC_COIN) return -1;
@@ -142,6 +144,26 @@ int gc_vec_reset(gc_vec *v) {
     return 0;
 }
 
+/* The Guerrilla's legal actions in `g` (its turn). */
+static int16_t legal_count(const gc_state *g) {
+    uint64_t legal[4];
+    gc_legal_boards(g, legal);
+    int n = 0;
+    for (int k = 0; k < 4; k++) n += __builtin_popcountll(legal[k]);
+    return (int16_t)n;
+}
+
+/* The COIN's mobility reward of a legal COIN move (gc_vec.coin_mobility_reward): where it hands
+ * the turn to the Guerrilla, the fall in the Guerrilla's legal actions since the last handover
+ * (none at a game's first, whose count only starts the comparison). */
+static float coin_mobility_reward(const gc_vec *v, gc_env *e) {
+    const gc_state *g = &e->game;
+    if (g->winner || g->to_move != GC_GUERRILLA) return 0.0f;   /* a chain goes on, or the game ended */
+    int16_t previous = e->guerrilla_mobility;
+    e->guerrilla_mobility = legal_count(g);
+    return previous ? v->coin_mobility_reward * (float)(previous - e->guerrilla_mobility) : 0.0f;
+}
+
 /* One decision step of envs [begin, end). */
 static int step_env_range(gc_vec *v, int begin, int end, gc_mcts *pool) {
     int slots = v->num_slots;
@@ -167,6 +189,12 @@ static int step_env_range(gc_vec *v, int begin, int end, gc_mcts *pool) {
             reward[1] = 0.0f;
             terminal[1] = 0;
         }
+        float *mobility = v->coin_mobility_reward != 0.0f ? v->mobility_rewards + (size_t)i * slots : NULL;
+        float mobility_reward = 0.0f;
+        if (mobility) {
+            mobility[0] = 0.0f;
+            if (slots == 2) mobility[1] = 0.0f;
+        }
 
         e->tick++;
         int captured = gc_apply(g, action);
@@ -176,6 +204,7 @@ static int step_env_range(gc_vec *v, int begin, int end, gc_mcts *pool) {
         } else {
             float shaping = captured * (actor_side == GC_GUERRILLA ? GC_SHAPING_PER_COIN : GC_SHAPING_PER_STONE);
             reward[actor] = shaping > 1.0f ? 1.0f : shaping;
+            if (mobility && actor_side == GC_COIN) mobility_reward = coin_mobility_reward(v, e);  /* before a bot reply */
             if (!v->selfplay) {
                 int err = bot_replies(v, e, pool);
                 if (err) return err;
@@ -187,6 +216,7 @@ static int step_env_range(gc_vec *v, int begin, int end, gc_mcts *pool) {
             g->end_reason = GC_END_TIMEOUT;
         }
 
+        if (mobility && !g->winner) mobility[actor] = mobility_reward;  /* the outcome replaces it */
         int slot0_won = g->winner == e->slot0_side;
         if (g->winner) {
             reward[0] = slot0_won ? 1.0f : -1.0f;  /* replaces the step's shaping */

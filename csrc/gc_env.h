@@ -26,6 +26,8 @@ typedef struct {
     int32_t invalid;        /* illegal actions this episode, by either slot */
     float episode_return;   /* slot 0's summed rewards this episode */
     uint8_t slot0_side;     /* GC_GUERRILLA or GC_COIN: the side slot 0 plays this game */
+    int16_t guerrilla_mobility;  /* the Guerrilla's legal actions when a COIN move last handed it the
+                                  * turn (0: not yet this game); kept only with a COIN mobility reward */
 } gc_env;
 
 /* Sums over the games finished since the log was last cleared (Python turns them into means).
@@ -80,6 +82,13 @@ typedef struct {
     int32_t *opponent_tags;   /* self-play: 0 current policy, i+1 frozen bank i (read at game end),
                                * < 0 the bot plays slot 1 (read every step; its action is ignored) */
     uint8_t *slot_sides;
+    /* The COIN's mobility reward (0: none, and `mobility_rewards` may be NULL): where a COIN move
+     * hands the turn to the Guerrilla, mobility_rewards[N][S] holds coin_mobility_reward times the
+     * fall in the Guerrilla's legal actions since its previous turn (the first turn, before any
+     * stone, is not counted) in the COIN's slot, 0 elsewhere; apart from `rewards` so that the
+     * capture rewards' scaling (training's) leaves it alone. */
+    float coin_mobility_reward;
+    float *mobility_rewards;
     gc_game_end *game_ends;   /* num_envs entries, caller-owned scratch of one step */
     gc_env_log log;
 } gc_vec;

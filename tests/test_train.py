@@ -306,6 +306,27 @@ def test_selfplay_slots_passes_rewards_and_pool_swaps_at_boundaries():
     assert 0 < wins < games
 
 
+def test_coin_mobility_reward_is_added_to_the_coins_rewards_after_the_capture_scaling():
+    # The same seeds with and without the reward play the same epoch (collect alone: no update);
+    # the trained rows' rewards differ by the env's mobility rewards, not scaled by reward_shaping.
+    settings = dict(reward_shaping={"guerrilla": 1.0, "coin": 0.0}, total_timesteps=8 * 320)
+    plain, shaped = PPO(_tiny(**settings)), PPO(_tiny(coin_mobility_reward=0.05, **settings))
+    mobility = []
+    real_step = shaped.env.step
+
+    def recording_step(actions=None):
+        real_step(actions)
+        mobility.append(shaped.env.mobility_rewards[:, 0].copy())
+
+    shaped.env.step = recording_step
+    plain.collect()
+    shaped.collect()
+    paid = torch.from_numpy(np.stack(mobility, axis=1))
+    assert torch.equal(shaped.buf_terminals, plain.buf_terminals)
+    assert torch.equal(shaped.buf_rewards, (plain.buf_rewards + paid).clamp(-1.0, 1.0))
+    assert (paid != 0).sum() > 20 and plain.env.mobility_rewards is None
+
+
 @pytest.mark.parametrize("shaping, start, scales", [(0.0, 0.0, (0.0, 0.0)), (0.5, 0.0, (0.5, 0.5)),
                                                     ({"coin": 0.0, "guerrilla": 2.0}, 0.0, (2.0, 0.0)),
                                                     ({"coin": 0.0, "guerrilla": 2.0}, 0.5, (2.0, 0.0))])

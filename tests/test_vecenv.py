@@ -304,6 +304,45 @@ def test_capture_shaping(side):
         0.05 if side == G else 0.03)
 
 
+def test_coin_mobility_reward_pays_the_fall_in_the_guerrillas_legal_actions():
+    # Random legal self-play in 8 envs, against a reference read from the buffers: where a COIN move
+    # hands the turn to the Guerrilla and the game goes on, the COIN's slot gets m * (the Guerrilla's
+    # legal actions at its previous such turn - now), nothing at the first; 0 everywhere else.
+    m = 0.25
+    env = VecEnv(8, seed=3, max_episode_length=50, coin_mobility_reward=m)
+    plain = VecEnv(8, seed=3, max_episode_length=50)
+    env.reset()
+    plain.reset()
+    previous = [None] * 8
+    paid = fell = 0
+    for _ in range(400):
+        sides = env.slot_sides.copy()
+        actors = np.argmin(env.action_masks[:, :, PASS], axis=1)     # the waiting slot may only pass
+        env.random_actions()
+        plain.actions[:] = env.actions
+        env.step()
+        plain.step()
+        # The reward changes no game: every other buffer is the plain env's.
+        for a, b in [(env.observations, plain.observations), (env.rewards, plain.rewards),
+                     (env.terminals, plain.terminals)]:
+            np.testing.assert_array_equal(a, b)
+        expected = np.zeros((8, 2), np.float32)
+        for i in range(8):
+            actor = actors[i]
+            if env.terminals[i, 0]:
+                previous[i] = None
+            elif sides[i, actor] == C and env.observations[i, 0, 113] == OBS_G:
+                now = int(env.action_masks[i, 1 - actor].sum())
+                if previous[i] is not None:
+                    expected[i, actor] = np.float32(m) * np.float32(previous[i] - now)
+                    paid += 1
+                    fell += now < previous[i]
+                previous[i] = now
+        np.testing.assert_array_equal(env.mobility_rewards, expected)
+    assert plain.mobility_rewards is None
+    assert paid > 100 and 0 < fell < paid
+
+
 def test_auto_reset_keeps_the_finished_games_reward():
     env = VecEnv(2, side=G, max_episode_length=1, seed=4)
     env.reset()
@@ -427,6 +466,8 @@ def test_reset_restarts_the_generators():
     ({"num_envs": 2, "selfplay": False, "opponent": "mcts", "mcts_iterations": 0}, "mcts_iterations"),
     ({"num_envs": 2, "selfplay": False, "opponent": "mcts", "mcts_rollout": "smart"}, "mcts_rollout"),
     ({"num_envs": 2, "seed": -1}, "seed"),
+    ({"num_envs": 2, "coin_mobility_reward": -0.1}, "coin_mobility_reward must be a finite number >= 0"),
+    ({"num_envs": 2, "coin_mobility_reward": math.nan}, "coin_mobility_reward"),
 ])
 def test_bad_configuration_is_a_user_error(kwargs, message):
     with pytest.raises(UserError, match=message):
@@ -468,7 +509,7 @@ def test_random_actions_are_legal_and_deterministic():
 
 
 def test_saved_state_resumes_exactly():
-    env = VecEnv(6, seed=2, max_episode_length=40)
+    env = VecEnv(6, seed=2, max_episode_length=40, coin_mobility_reward=0.5)   # its per-env count too
     env.reset()
     rng = np.random.default_rng(4)
     for _ in range(30):
@@ -480,7 +521,8 @@ def test_saved_state_resumes_exactly():
         frames = []
         for actions in streams:
             env.step(actions)
-            frames.append(env.observations.tobytes() + env.rewards.tobytes() + env.terminals.tobytes())
+            frames.append(env.observations.tobytes() + env.rewards.tobytes() + env.terminals.tobytes()
+                          + env.mobility_rewards.tobytes())
         return frames, env.pop_log()
 
     first = replay()

@@ -98,6 +98,7 @@ typedef struct {
     int32_t invalid;
     float episode_return;
     uint8_t slot0_side;
+    int16_t guerrilla_mobility;
 } gc_env;
 typedef struct {
     double games;
@@ -131,6 +132,8 @@ typedef struct {
     uint8_t *terminals;
     int32_t *opponent_tags;
     uint8_t *slot_sides;
+    float coin_mobility_reward;
+    float *mobility_rewards;
     gc_game_end *game_ends;
     gc_env_log log;
 } gc_vec;

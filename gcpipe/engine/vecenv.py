@@ -17,7 +17,11 @@ Rewards: legal action -> 0.05 per coin (Guerrilla) / 0.03 per stone (COIN) captu
 illegal action -> state unchanged, -1 to the actor; the step that ends a game gives +1 to the
 winner's slot and -1 to the loser's (replacing that step's shaping) with both terminals 1, and
 the returned observation is already the next game's first.  Every decision step of the env is a
-tick (bot moves are not); at `max_episode_length` ticks COIN wins.
+tick (bot moves are not); at `max_episode_length` ticks COIN wins.  With `coin_mobility_reward`
+m > 0 (not rules.md's), `mobility_rewards` float32 [N, S] holds, in the COIN's slot of a step whose
+COIN move hands the turn to the Guerrilla, m times the fall in the Guerrilla's number of legal
+actions since its previous turn (counted from its second turn: the first, with no stone down,
+allows any point), and 0 elsewhere: a signal toward the line that leaves the Guerrilla no move.
 
 Randomness: env i owns a splitmix64 generator started at (seed << 32) + i on `reset`; each game
 takes one draw, whose low 32 bits seed the game (its generator feeds the bots) and whose bit 32
@@ -73,7 +77,8 @@ class VecEnv:
     def __init__(self, num_envs: int, *, selfplay: bool = True, side: int | Sequence[int] | None = None,
                  opponent: str | Mapping[str, str] = "random",
                  mcts_iterations: int = 256, mcts_exploration: float = 0.7, mcts_rollout: str = "greedy",
-                 max_episode_length: int = 256, seed: int = 0, threads: int = 1):
+                 max_episode_length: int = 256, seed: int = 0, threads: int = 1,
+                 coin_mobility_reward: float = 0.0):
         self._vec = None        # close() (also from __del__ after a failed __init__) reads these three
         self._executor = None
         self._pools = []
@@ -95,6 +100,9 @@ class VecEnv:
             raise UserError(f"seed must be an unsigned 32-bit integer, got {seed!r}")
         if not is_int(threads) or threads < 1:
             raise UserError(f"threads must be an integer >= 1, got {threads!r}")
+        if not isinstance(coin_mobility_reward, (int, float)) or not math.isfinite(coin_mobility_reward) \
+                or coin_mobility_reward < 0:
+            raise UserError(f"coin_mobility_reward must be a finite number >= 0, got {coin_mobility_reward!r}")
         kinds = kinds_by_side(opponent)
         if "mcts" in kinds:
             if not is_int(mcts_iterations) or not 0 < mcts_iterations < C_INT_MAX:
@@ -116,6 +124,7 @@ class VecEnv:
         self._terminals = np.zeros((n, s), np.uint8)
         self._opponent_tags = np.zeros(n, np.int32)
         self._slot_sides = np.zeros((n, s), np.uint8)
+        self._mobility_rewards = np.zeros((n, s), np.float32) if coin_mobility_reward else None
         self._envs = ffi.new("gc_env[]", n)
         self._game_ends = ffi.new("gc_game_end[]", n)
         vec = ffi.new("gc_vec *")
@@ -139,6 +148,9 @@ class VecEnv:
         vec.terminals = ffi.from_buffer("uint8_t[]", self._terminals)
         vec.opponent_tags = ffi.from_buffer("int32_t[]", self._opponent_tags)
         vec.slot_sides = ffi.from_buffer("uint8_t[]", self._slot_sides)
+        if coin_mobility_reward:
+            vec.coin_mobility_reward = float(coin_mobility_reward)
+            vec.mobility_rewards = ffi.from_buffer("float[]", self._mobility_rewards)
         vec.game_ends = self._game_ends
         pool_error = UserError(f"cannot set up the environment (MCTS node pool of {mcts_iterations + 1} nodes "
                                "could not be allocated)")
@@ -164,6 +176,7 @@ class VecEnv:
     rewards = property(lambda self: self._rewards)
     terminals = property(lambda self: self._terminals)
     opponent_tags = property(lambda self: self._opponent_tags)
+    mobility_rewards = property(lambda self: self._mobility_rewards)   # None without coin_mobility_reward
 
     @property
     def slot_sides(self) -> np.ndarray:

@@ -42,6 +42,7 @@ class TrainConfig:
     # Advantages: GAE generalised with V-trace clips; rewards clamped to [-1, 1].
     reward_shaping: float | dict  # scale of rules.md §6's capture rewards, or {guerrilla: s, coin: s}
     reward_shaping_from: float  # fraction of the epochs played with the reference's rewards (scale 1) first
+    coin_mobility_reward: float  # the COIN's reward per legal action the Guerrilla lost between its turns
     gamma: float
     gae_lambda: float
     vtrace_rho_clip: float

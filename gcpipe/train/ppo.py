@@ -121,7 +121,8 @@ class PPO:
         self.env = VecEnv(c.num_envs, selfplay=c.selfplay, side=slot0_sides(c),
                           opponent=c.opponent, mcts_iterations=c.mcts_iterations, mcts_exploration=c.mcts_exploration,
                           mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed,
-                          threads=torch.get_num_threads())   # the bots' searches on every core; same results
+                          threads=torch.get_num_threads(),   # the bots' searches on every core; same results
+                          coin_mobility_reward=c.coin_mobility_reward)
         self.env.reset()
         num_rows = c.num_envs * self.env.num_slots
         # Zero-copy torch views of the env buffers, flattened to rows.
@@ -130,6 +131,8 @@ class PPO:
         self.actions = torch.from_numpy(self.env.actions).view(num_rows)
         self.rewards = torch.from_numpy(self.env.rewards).view(num_rows)
         self.terminals = torch.from_numpy(self.env.terminals).view(num_rows)
+        mobility = self.env.mobility_rewards
+        self.mobility_rewards = None if mobility is None else torch.from_numpy(mobility).view(num_rows)
         self.side_value = c.side_value and c.selfplay
         self._assign_rows()
         self.pool = None
@@ -240,6 +243,8 @@ class PPO:
                 # such a step's row still plays the side it played (no reset).
                 scale = torch.where(self._coin_rows(), coin_scale, guerrilla_scale)
                 rewards = torch.where((rewards > 0) & (done == 0), rewards * scale, rewards)
+            if self.mobility_rewards is not None:   # after the scaling, which is the capture rewards' alone
+                rewards = (rewards + self.mobility_rewards.to(self.device)).clamp(-1.0, 1.0)
             self.buf_rewards[:, t] = rewards[self.trained_rows]
             self.buf_terminals[:, t] = done[self.trained_rows]
             if t + 1 < c.horizon:
