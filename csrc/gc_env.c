@@ -144,15 +144,6 @@ int gc_vec_reset(gc_vec *v) {
     return 0;
 }
 
-/* The Guerrilla's legal actions in `g` (its turn). */
-static int16_t legal_count(const gc_state *g) {
-    uint64_t legal[4];
-    gc_legal_boards(g, legal);
-    int n = 0;
-    for (int k = 0; k < 4; k++) n += __builtin_popcountll(legal[k]);
-    return (int16_t)n;
-}
-
 /* The COIN's mobility reward of a legal COIN move (gc_vec.coin_mobility_reward): where it hands
  * the turn to the Guerrilla, the fall in the Guerrilla's legal actions since the last handover
  * (none at a game's first, whose count only starts the comparison). */
@@ -160,7 +151,7 @@ static float coin_mobility_reward(const gc_vec *v, gc_env *e) {
     const gc_state *g = &e->game;
     if (g->winner || g->to_move != GC_GUERRILLA) return 0.0f;   /* a chain goes on, or the game ended */
     int16_t previous = e->guerrilla_mobility;
-    e->guerrilla_mobility = legal_count(g);
+    e->guerrilla_mobility = (int16_t)gc_legal_count(g);
     return previous ? v->coin_mobility_reward * (float)(previous - e->guerrilla_mobility) : 0.0f;
 }
 
