@@ -64,15 +64,10 @@ static int nth_action(const uint64_t masks[4], int index) {
     }
 }
 
-static int count_actions(const uint64_t masks[4]) {
-    return __builtin_popcountll(masks[0]) + __builtin_popcountll(masks[1]) + __builtin_popcountll(masks[2]) +
-           __builtin_popcountll(masks[3]);
-}
-
 /* legal[k] has bit `first` set when Guerrilla action first*4+k is legal (rules.md §2). */
 static int guerrilla_legal_by_direction(const gc_state *s, uint64_t legal[4]) {
     gc_legal_boards(s, legal);
-    return count_actions(legal);
+    return gc_count_actions(legal);
 }
 
 static int guerrilla_random(gc_state *s) {

@@ -150,12 +150,17 @@ static inline void gc_legal_boards(const gc_state *s, uint64_t legal[4]) {
     }
 }
 
+/* The number of actions in four direction bitboards (gc_legal_boards' layout). */
+static inline int gc_count_actions(const uint64_t legal[4]) {
+    return __builtin_popcountll(legal[0]) + __builtin_popcountll(legal[1]) + __builtin_popcountll(legal[2]) +
+           __builtin_popcountll(legal[3]);
+}
+
 /* The number of legal actions of the side to move. */
 static inline int gc_legal_count(const gc_state *s) {
     uint64_t legal[4];
     gc_legal_boards(s, legal);
-    return __builtin_popcountll(legal[0]) + __builtin_popcountll(legal[1]) + __builtin_popcountll(legal[2]) +
-           __builtin_popcountll(legal[3]);
+    return gc_count_actions(legal);
 }
 
 #endif
