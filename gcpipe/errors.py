@@ -1,4 +1,5 @@
 """Errors a user can cause; the CLI prints them as one line and exits non-zero."""
+import math
 import numbers
 import sys
 
@@ -18,6 +19,11 @@ class MissingExtraError(UserError, ImportError):
 def is_int(value) -> bool:
     """An integer, Python's or numpy's, and not a bool (True is an int to Python, not to a user)."""
     return type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
+
+
+def is_finite_number(value) -> bool:
+    """A finite real number, Python's or numpy's, and not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def run_script(main, argv: list[str], name: str) -> int:

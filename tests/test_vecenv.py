@@ -468,10 +468,17 @@ def test_reset_restarts_the_generators():
     ({"num_envs": 2, "seed": -1}, "seed"),
     ({"num_envs": 2, "coin_mobility_reward": -0.1}, "coin_mobility_reward must be a finite number >= 0"),
     ({"num_envs": 2, "coin_mobility_reward": math.nan}, "coin_mobility_reward"),
+    ({"num_envs": 2, "coin_mobility_reward": True}, "coin_mobility_reward must be a finite number >= 0, got True"),
+    ({"num_envs": 2, "opponent": "mcts", "mcts_exploration": math.inf}, "mcts_exploration must be a finite number"),
 ])
 def test_bad_configuration_is_a_user_error(kwargs, message):
     with pytest.raises(UserError, match=message):
         VecEnv(**kwargs)
+
+
+def test_numpy_numbers_are_accepted_as_settings():
+    env = VecEnv(2, opponent="mcts", mcts_exploration=np.float32(0.5), coin_mobility_reward=np.float32(0.01))
+    assert env.mobility_rewards.shape == (2, 2)
 
 
 def test_bad_actions_are_user_errors():

@@ -41,7 +41,7 @@ import numpy as np
 from gcpipe._engine import ffi, lib
 from gcpipe.engine.bots import KINDS, ROLLOUTS, kinds_by_side
 from gcpipe.engine.game import COIN, GUERRILLA, NO_SIDE, NUM_ACTIONS, OBS_SIZE, side_to_c, sides_from_c
-from gcpipe.errors import UserError, is_int
+from gcpipe.errors import UserError, is_finite_number, is_int
 
 C_INT_MAX = 2**31 - 1   # the C struct's int settings hold no more
 
@@ -100,15 +100,13 @@ class VecEnv:
             raise UserError(f"seed must be an unsigned 32-bit integer, got {seed!r}")
         if not is_int(threads) or threads < 1:
             raise UserError(f"threads must be an integer >= 1, got {threads!r}")
-        if not isinstance(coin_mobility_reward, (int, float)) or not math.isfinite(coin_mobility_reward) \
-                or coin_mobility_reward < 0:
+        if not is_finite_number(coin_mobility_reward) or coin_mobility_reward < 0:
             raise UserError(f"coin_mobility_reward must be a finite number >= 0, got {coin_mobility_reward!r}")
         kinds = kinds_by_side(opponent)
         if "mcts" in kinds:
             if not is_int(mcts_iterations) or not 0 < mcts_iterations < C_INT_MAX:
                 raise UserError(f"mcts_iterations must be an integer 1..{C_INT_MAX - 1}, got {mcts_iterations!r}")
-            if not isinstance(mcts_exploration, (int, float)) or not math.isfinite(mcts_exploration) \
-                    or mcts_exploration < 0:
+            if not is_finite_number(mcts_exploration) or mcts_exploration < 0:
                 raise UserError(f"mcts_exploration must be a finite number >= 0, got {mcts_exploration!r}")
             if mcts_rollout not in ROLLOUTS:
                 raise UserError(f"unknown mcts_rollout {mcts_rollout!r}; choose random or greedy")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gcpipe.errors import UserError
+from gcpipe.errors import UserError, is_finite_number
 from gcpipe.stats.normal import Z95, normal_cdf
 
 NELO_PER_NT = 800 / math.log(10)            # fishtest's nelo_divided_by_nt
@@ -177,7 +177,7 @@ class SPRT:
     def __post_init__(self):
         for name in ("elo0", "elo1", "alpha", "beta"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not is_finite_number(value):
                 raise UserError(f"SPRT {name} must be a finite number, got {value!r}")
         if self.elo0 >= self.elo1:
             raise UserError(f"--sprt ELO0,ELO1 needs ELO0 < ELO1, got {self.elo0:g},{self.elo1:g}")
