@@ -3,6 +3,10 @@ moves are the teachers' (or the student's) own samples, the student learns, a ru
 exactly, and settings or teachers that cannot work are one line."""
 import csv
 import math
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -193,3 +197,18 @@ def test_a_search_teacher_without_value_rows_is_one_line_before_any_step(teacher
 def test_settings_that_cannot_work_are_refused(settings, message):
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
         make_config(dict(DISTILL, **settings))
+
+
+def test_distill_kl_is_zero_on_the_side_whose_teacher_the_student_is(teachers, tmp_path):
+    """benchmarks/distill_kl.py with the COIN teacher itself as the student: no divergence on the
+    COIN's plies (every top move the teacher's), a large one on the Guerrilla's (another net)."""
+    runs = tmp_path / "results" / "runs"
+    done = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "distill_kl.py"),
+                           str(runs / "tc" / "final.bin"), "--guerrilla-teacher", str(runs / "tg" / "final.bin"),
+                           "--coin-teacher", str(runs / "tc" / "final.bin"), "--games", "8"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    found = dict((side, (float(kl), float(top))) for side, kl, top in
+                 re.findall(r"^(\w+): KL ([\d.]+) nats per ply, teacher's top move ([\d.]+) %", done.stdout, re.M))
+    assert found["COIN"] == (0.0, 100.0)
+    assert found["Guerrilla"][0] > 1.0 and found["Guerrilla"][1] < 25.0   # 5.66 nats, 7.3 % here
