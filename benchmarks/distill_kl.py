@@ -20,7 +20,7 @@ from gcpipe.nn.checkpoint import load
 from gcpipe.nn.inference import net_arrays
 from gcpipe.players import define
 from gcpipe.train.distill import TeacherExpert
-from gcpipe.train.expert import MAX_PLIES, game_seed, pack_rows, play_games, stack_rows
+from gcpipe.train.expert import game_seed, pack_rows, play_games, stack_rows
 from gcpipe.train.ppo import masked_logits
 from gcpipe.train.sequence import forward_segments
 
@@ -38,12 +38,9 @@ def divergence_by_side(student, records) -> dict[int, tuple[float, float, int]]:
     """side -> (mean KL per ply in nats, share of plies with the teacher's top move, plies)."""
     rows = pack_rows(records, np.arange(len(records)))
     batch = stack_rows(records, rows)
-    movers = np.full((len(rows), MAX_PLIES), NO_SIDE, np.int64)
-    for r, row in enumerate(rows):
-        at = 0
-        for g in row:
-            movers[r, at:at + records[g].plies] = records[g].movers
-            at += records[g].plies
+    # stack_rows lays the games' plies out row by row in packing order, marked by `valid`.
+    movers = np.full(batch["valid"].shape, NO_SIDE, np.int64)
+    movers[batch["valid"].numpy()] = np.concatenate([records[g].movers for row in rows for g in row])
     state = torch.zeros(student.layers, len(rows), student.hidden)
     logits = forward_segments(student, batch["obs"], state, batch["starts"])[0]
     log_probs = torch.log_softmax(masked_logits(logits, batch["masks"]), dim=-1)
@@ -71,7 +68,6 @@ def main(argv: list[str]) -> int:
     if not student.full_turn:
         raise UserError(f"{args.student}: a legacy network; a student is standard 5c")
     records = teacher_games(load(args.guerrilla_teacher), load(args.coin_teacher), args.games, args.seed)
-    student.model.eval()
     for side, (kl, same, plies) in divergence_by_side(student.model, records).items():
         name = "Guerrilla" if side == GUERRILLA else "COIN"
         kl = max(kl, 0.0)   # a student equal to the teacher gives float rounding's -1e-9, not -0.0000
