@@ -121,17 +121,29 @@ static int guerrilla_greedy(gc_state *s) {
     return best[draw % (uint32_t)count];
 }
 
-/* COIN has at most 24 actions: listing them is cheap. */
+/* The stones on the squares' grid: point (x, y) (bit 7y + x) to bit 8y + x, the square whose
+ * down-right corner it is.  A step from square (x, y) crosses point (x-1, y-1), (x, y-1), (x-1, y)
+ * or (x, y) in directions 0-3, so with this board shifted by 9, 8, 1 or 0 bits, bit `src` says
+ * whether the step from src crosses a stone (the legal boards hold only on-board steps). */
+static uint64_t stones_by_square(uint64_t stones) {
+    uint64_t squares = 0;
+    for (int y = 0; y < 7; y++) squares |= (stones >> 7 * y & 0x7F) << 8 * y;
+    return squares;
+}
+
+/* COIN: the same action and draw as gc_bot_random / gc_bot_greedy (greedy: a capturing step if
+ * any), on the direction boards. */
 static int coin_pick(gc_state *s, int rollout) {
-    int16_t legal[GC_NUM_ACTIONS], best[GC_NUM_ACTIONS];
-    int n = gc_legal_actions(s, legal);
+    uint64_t legal[4];
+    gc_legal_boards(s, legal);
+    int n = gc_count_actions(legal);
     if (n == 0) return -1;
-    if (rollout == GC_ROLLOUT_RANDOM) return legal[gc_rand(&s->rng) % (uint32_t)n];
-    int count = 0;
-    for (int i = 0; i < n; i++)
-        if (gc_action_captures(s, legal[i])) best[count++] = legal[i];
+    if (rollout == GC_ROLLOUT_RANDOM) return nth_action(legal, (int)(gc_rand(&s->rng) % (uint32_t)n));
+    uint64_t stones = stones_by_square(s->stones);
+    uint64_t captures[4] = {legal[0] & stones << 9, legal[1] & stones << 8, legal[2] & stones << 1, legal[3] & stones};
+    int count = gc_count_actions(captures);
     uint32_t draw = gc_rand(&s->rng);
-    return count ? best[draw % (uint32_t)count] : legal[draw % (uint32_t)n];
+    return count ? nth_action(captures, (int)(draw % (uint32_t)count)) : nth_action(legal, (int)(draw % (uint32_t)n));
 }
 
 int gc_rollout_pick(gc_state *s, int rollout) {
@@ -151,7 +163,7 @@ int gc_rollout(gc_state *s, int rollout) {
             gc_declare_coin_win(s, GC_END_STALEMATE);
             break;
         }
-        gc_apply(s, action);
+        gc_apply_legal(s, action);
     }
     return s->winner;
 }
@@ -206,7 +218,7 @@ static int expand(mcts_node *nodes, int *used, int parent, gc_state *s) {
         if (!(tried[legal[i] >> 6] >> (legal[i] & 63) & 1)) untried[u++] = legal[i];
     int action = untried[gc_rand(&s->rng) % (uint32_t)u];
     int mover = s->to_move;
-    gc_apply(s, action);
+    gc_apply_legal(s, action);
     int child = (*used)++;
     init_node(&nodes[child], parent, action, mover);
     nodes[child].next_sibling = nodes[parent].first_child;
@@ -237,7 +249,7 @@ int gc_mcts_choose(gc_state *s, int iterations, double exploration, int rollout,
         int node = 0;
         while (!sim.winner && nodes[node].child_count == node_legal_count(&nodes[node], &sim)) {
             node = select_child(nodes, &nodes[node], exploration);
-            gc_apply(&sim, nodes[node].move);
+            gc_apply_legal(&sim, nodes[node].move);
         }
         if (!sim.winner) node = expand(nodes, &used, node, &sim);
         int winner = gc_rollout(&sim, rollout);

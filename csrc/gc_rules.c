@@ -157,7 +157,10 @@ static int side_has_legal_action(const gc_state *s) {
 }
 
 int gc_apply(gc_state *s, int action) {
-    if (!gc_is_legal(s, action)) return -1;
+    return gc_is_legal(s, action) ? gc_apply_legal(s, action) : -1;
+}
+
+int gc_apply_legal(gc_state *s, int action) {
     int captured;
     s->plies++;
     if (s->to_move == GC_GUERRILLA) {

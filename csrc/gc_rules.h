@@ -76,6 +76,9 @@ void gc_observation(const gc_state *s, uint8_t *obs);
  * check of rules.md §4.1-§4.3. */
 int gc_apply(gc_state *s, int action);
 
+/* gc_apply for an action the caller knows is legal (a search's own moves): no check. */
+int gc_apply_legal(gc_state *s, int action);
+
 /* Ends the game by the caller's rule (ply cap, timeout): COIN wins with `reason`. */
 void gc_declare_coin_win(gc_state *s, int reason);
 
