@@ -50,8 +50,9 @@ int gc_mcts_capacity(const gc_mcts *ws) { return ws->capacity; }
 static const int SECOND_OFFSET[4] = {7, 1, -1, -7};
 
 /* The index-th action in ascending order (index < the count) of an action set given as four
- * masks, bit `from` of masks[dir] standing for action from*4+dir.  A walk over the sources:
- * cheaper than popcount bisection when popcount is not a single instruction. */
+ * masks, bit `from` of masks[dir] standing for action from*4+dir.  A walk over the sources: a
+ * variant that skips 64 actions at a time by popcount measured more instructions (callgrind,
+ * greedy rollouts: 72 M against 53 M): the sets are small. */
 static int nth_action(const uint64_t masks[4], int index) {
     for (uint64_t from = masks[0] | masks[1] | masks[2] | masks[3];; from &= from - 1) {
         int f = __builtin_ctzll(from);
@@ -64,15 +65,16 @@ static int nth_action(const uint64_t masks[4], int index) {
     }
 }
 
-/* legal[k] has bit `first` set when Guerrilla action first*4+k is legal (rules.md §2). */
-static int guerrilla_legal_by_direction(const gc_state *s, uint64_t legal[4]) {
+/* legal[k] has bit `from` set when action from*4+k of the side to move is legal (rules.md §2);
+ * returns their count. */
+static int legal_by_direction(const gc_state *s, uint64_t legal[4]) {
     gc_legal_boards(s, legal);
     return gc_count_actions(legal);
 }
 
 static int guerrilla_random(gc_state *s) {
     uint64_t legal[4];
-    int n = guerrilla_legal_by_direction(s, legal);
+    int n = legal_by_direction(s, legal);
     if (n == 0) return -1;
     return nth_action(legal, (int)(gc_rand(&s->rng) % (uint32_t)n));
 }
@@ -81,7 +83,7 @@ static int guerrilla_random(gc_state *s) {
  * only by actions touching those corners, so all other actions score 0 and are not scored. */
 static int guerrilla_greedy(gc_state *s) {
     uint64_t legal[4];
-    int n = guerrilla_legal_by_direction(s, legal);
+    int n = legal_by_direction(s, legal);
     if (n == 0) return -1;
     uint64_t corners[GC_NUM_SQUARES], missing[GC_NUM_SQUARES], hot = 0;
     int threatened = 0;
@@ -135,8 +137,7 @@ static uint64_t stones_by_square(uint64_t stones) {
  * any), on the direction boards. */
 static int coin_pick(gc_state *s, int rollout) {
     uint64_t legal[4];
-    gc_legal_boards(s, legal);
-    int n = gc_count_actions(legal);
+    int n = legal_by_direction(s, legal);
     if (n == 0) return -1;
     if (rollout == GC_ROLLOUT_RANDOM) return nth_action(legal, (int)(gc_rand(&s->rng) % (uint32_t)n));
     uint64_t stones = stones_by_square(s->stones);
