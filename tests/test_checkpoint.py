@@ -101,6 +101,43 @@ def test_save_load_round_trip(tmp_path, layout):
     assert ckpt.detect_layout(tmp_path / "m.bin") == layout
 
 
+@pytest.mark.parametrize("layout", ["legacy", "5c", "5c-bias"])
+def test_the_arrays_play_reads_are_the_torch_modules_weights(tmp_path, layout):
+    """Play builds the C step from the file's arrays (no torch); training and conversions use the
+    module: the two are the same floats in every layout (legacy: a zero value row)."""
+    from gcpipe.nn.inference import net_arrays
+
+    model = _known_model(bias=layout != "5c")
+    if layout == "legacy":          # no value row in the file
+        with torch.no_grad():
+            model.decoder.weight[256] = 0
+            model.decoder.bias[256] = 0
+    ckpt.save(model, tmp_path / "m.bin", layout)
+    loaded = ckpt.load(tmp_path / "m.bin")
+    expected = net_arrays(model)
+    assert list(loaded.net) == list(expected)
+    for name, array in expected.items():
+        assert loaded.net[name].dtype == np.float32 and np.array_equal(loaded.net[name], array), name
+    assert "model" not in loaded.__dict__          # the torch module is built only when asked for
+
+
+def test_a_match_of_net_and_search_players_never_imports_torch(tmp_path):
+    import subprocess
+    import sys
+
+    ckpt.save(MinGRUPolicy(generator=torch.Generator().manual_seed(3)), tmp_path / "a.bin", "5c")
+    ckpt.save(_known_model(bias=True), tmp_path / "b.bin", "5c-bias")
+    script = f"""
+import sys
+from gcpipe.match import match
+result = match("net:{tmp_path / 'a.bin'}", "search:{tmp_path / 'b.bin'}:2", 2, out="{tmp_path / 'g.jsonl'}",
+               workers=1, progress=False)
+print(result.summary["games"], "torch" in sys.modules)
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.stdout.split() == ["2", "False"], run.stderr[-2000:]
+
+
 def test_legacy_to_5c_bias_keeps_logits_and_adds_a_zero_value_row(tmp_path):
     legacy = _known_model(bias=True)
     with torch.no_grad():

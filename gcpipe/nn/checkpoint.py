@@ -3,22 +3,31 @@
     legacy   587,264 bytes  enc.W enc.b dec.W(256 rows) dec.b(256) gru0.W gru1.W   no value head
     5c       586,240 bytes  enc.W dec.W(257 rows: 256 logits + value) gru0.W gru1.W
     5c-bias  587,808 bytes  enc.W enc.b dec.W(257 rows) dec.b(264: 256 + value + 7 zero pads) gru0.W gru1.W
+
+Reading a file needs numpy alone: play (the C step) takes the weights as arrays, and torch, whose
+import costs seconds per match job, is imported only when a checkpoint's torch module is asked for.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from gcpipe.errors import UserError
 from gcpipe.io import checksum_path, checksum_problem, write_checked
 from gcpipe.engine import NUM_ACTIONS, OBS_SIZE
-from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.nn.inference import net_arrays, net_parameters
+
+if TYPE_CHECKING:
+    import torch
+
+    from gcpipe.nn.model import MinGRUPolicy
 
 HIDDEN, LAYERS = 128, 2
 _FLOAT = np.dtype("<f4")
@@ -50,7 +59,8 @@ class CheckpointWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Checkpoint:
-    model: MinGRUPolicy       # in eval mode
+    # A file's weights in gcpipe.nn.inference.net_arrays' names and shapes; None for a model in memory.
+    arrays: dict[str, np.ndarray] | None = field(compare=False, repr=False)
     layout: str
     sha256: str
     size: int
@@ -58,14 +68,32 @@ class Checkpoint:
     full_turn: bool           # recurrent semantics of rules.md §9: 5c layouts step on every ply
     path: Path | None         # None for a model held in memory
 
+    @cached_property
+    def model(self) -> MinGRUPolicy:
+        """The network as a torch module in eval mode, built from the file's arrays on first use."""
+        from gcpipe.nn.model import MinGRUPolicy
+
+        model = MinGRUPolicy(HIDDEN, LAYERS, OBS_SIZE, NUM_ACTIONS, bias="encoder_bias" in self.arrays)
+        _fill(model, self.arrays)
+        return model.eval()
+
+    @property
+    def net(self) -> dict[str, np.ndarray]:
+        """The weights as the C step reads them: the torch module's where there is one (given, or
+        built and perhaps changed since), else the file's arrays, with no torch involved."""
+        model = self.__dict__.get("model")
+        return self.arrays if model is None else net_arrays(model)
+
     @classmethod
     def from_model(cls, model: MinGRUPolicy, layout: str | None = None) -> "Checkpoint":
         """A model in memory (e.g. during training) described as if saved in `layout` (default: 5c-bias
         if it has biases, else 5c); sha256 and size are those of that file."""
         layout = layout or ("5c-bias" if model.bias else "5c")
         data = to_bytes(model, layout)
-        return cls(model=model.eval(), layout=layout, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
-                   has_value_head=layout != "legacy", full_turn=layout != "legacy", path=None)
+        checkpoint = cls(arrays=None, layout=layout, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+                         has_value_head=layout != "legacy", full_turn=layout != "legacy", path=None)
+        checkpoint.__dict__["model"] = model.eval()   # the model itself, as the cached property holds it
+        return checkpoint
 
 
 def tensor_offsets(layout: str) -> dict[str, tuple[int, tuple[int, ...]]]:
@@ -83,7 +111,7 @@ def detect_layout(path) -> str:
 
 
 def load(path, expected_sha256: str | None = None) -> Checkpoint:
-    """Reads a checkpoint (never modifying the file) into a MinGRUPolicy in eval mode."""
+    """Reads a checkpoint (never modifying the file)."""
     path = Path(path)
     detect_layout(path)  # a directory, a missing file or a wrong size fails here, before reading
     data = _read_bytes(path)
@@ -106,10 +134,7 @@ def load(path, expected_sha256: str | None = None) -> Checkpoint:
             warnings.warn(f"checkpoint {path}: tensor {name} holds a weight of magnitude {largest:.3g}; trained "
                           f"networks stay far below {ABSURD_WEIGHT:g} (sums of such weights overflow float32): "
                           f"is this a checkpoint?", CheckpointWarning, stacklevel=2)
-    model = MinGRUPolicy(HIDDEN, LAYERS, OBS_SIZE, NUM_ACTIONS, bias=layout != "5c")
-    _fill(model, arrays)
-    model.eval()
-    return Checkpoint(model=model, layout=layout, sha256=sha256, size=len(data),
+    return Checkpoint(arrays=_network_arrays(arrays, layout), layout=layout, sha256=sha256, size=len(data),
                       has_value_head=layout != "legacy", full_turn=layout != "legacy", path=path)
 
 
@@ -219,18 +244,24 @@ def _bias_array(linear: torch.nn.Linear, size: int) -> np.ndarray:
     return linear.bias.detach().cpu().float().numpy()
 
 
-@torch.no_grad()
-def _fill(model: MinGRUPolicy, arrays: dict[str, np.ndarray]) -> None:
-    def tensor(name):
-        return torch.from_numpy(arrays[name].astype(np.float32))
+def _network_arrays(arrays: dict[str, np.ndarray], layout: str) -> dict[str, np.ndarray]:
+    """A file's tensors as the network holds them (net_arrays' names): a decoder of 257 rows
+    (legacy has no value row: zero) and its bias cut to them (5c-bias pads 7); 5c has no biases."""
+    decoder = np.zeros((NUM_ACTIONS + 1, HIDDEN), np.float32)
+    decoder[:len(arrays["dec.W"])] = arrays["dec.W"]
+    net = {"encoder": arrays["enc.W"].astype(np.float32), "decoder": decoder}
+    net.update({f"gru{i}": arrays[f"gru{i}.W"].astype(np.float32) for i in range(LAYERS)})
+    if layout != "5c":
+        decoder_bias = np.zeros(NUM_ACTIONS + 1, np.float32)
+        rows = min(NUM_ACTIONS + 1, len(arrays["dec.b"]))
+        decoder_bias[:rows] = arrays["dec.b"][:rows]
+        net.update(encoder_bias=arrays["enc.b"].astype(np.float32), decoder_bias=decoder_bias)
+    return net
 
-    model.encoder.weight.copy_(tensor("enc.W"))
-    for i, gru in enumerate(model.grus):
-        gru.weight.copy_(tensor(f"gru{i}.W"))
-    model.decoder.weight.zero_()
-    model.decoder.weight[:arrays["dec.W"].shape[0]] = tensor("dec.W")
-    if model.encoder.bias is not None:
-        model.encoder.bias.copy_(tensor("enc.b"))
-        model.decoder.bias.zero_()
-        logit_and_value = min(NUM_ACTIONS + 1, arrays["dec.b"].shape[0])
-        model.decoder.bias[:logit_and_value] = tensor("dec.b")[:logit_and_value]
+
+def _fill(model: MinGRUPolicy, net: dict[str, np.ndarray]) -> None:
+    import torch
+
+    with torch.no_grad():
+        for name, parameter in net_parameters(model).items():
+            parameter.copy_(torch.from_numpy(net[name]))

@@ -9,11 +9,15 @@ matrices); `step` advances per-slot recurrent states held by the caller in one f
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from gcpipe._engine import ffi, lib
 from gcpipe.errors import UserError
-from gcpipe.nn.model import MinGRUPolicy
+
+if TYPE_CHECKING:
+    from gcpipe.nn.model import MinGRUPolicy
 
 OUTPUTS = lib.GC_NET_OUTPUTS                      # 256 logits + the value
 # Code paths, all giving the same bits (csrc/gc_net.h); BEST is the widest this CPU has.
@@ -27,14 +31,19 @@ def best_simd() -> str:
     return next(name for name, value in SIMD.items() if value == code)
 
 
-def net_arrays(model: MinGRUPolicy) -> dict[str, np.ndarray]:
-    """A model's weights as CompiledNet.from_arrays takes them: torch's (out, in) matrices and bias
-    vectors as float32 arrays (no bias: absent)."""
-    arrays = {"encoder": model.encoder.weight, "decoder": model.decoder.weight}
-    arrays.update({f"gru{i}": gru.weight for i, gru in enumerate(model.grus)})
+def net_parameters(model: MinGRUPolicy) -> dict:
+    """A model's weight tensors under the names of the C step's arrays: torch's (out, in) matrices
+    and, where the model has them, the bias vectors."""
+    parameters = {"encoder": model.encoder.weight, "decoder": model.decoder.weight}
+    parameters.update({f"gru{i}": gru.weight for i, gru in enumerate(model.grus)})
     if model.encoder.bias is not None:
-        arrays.update(encoder_bias=model.encoder.bias, decoder_bias=model.decoder.bias)
-    return {name: tensor.detach().cpu().float().numpy().copy() for name, tensor in arrays.items()}
+        parameters.update(encoder_bias=model.encoder.bias, decoder_bias=model.decoder.bias)
+    return parameters
+
+
+def net_arrays(model: MinGRUPolicy) -> dict[str, np.ndarray]:
+    """A model's weights as CompiledNet.from_arrays takes them: net_parameters as float32 arrays."""
+    return {name: tensor.detach().cpu().float().numpy().copy() for name, tensor in net_parameters(model).items()}
 
 
 class CompiledNet:

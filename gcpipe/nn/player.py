@@ -28,7 +28,7 @@ class NetworkPlayer:
     def __init__(self, checkpoint: Checkpoint | str | Path, full_turn: bool | None = None, simd: str = "best"):
         if not isinstance(checkpoint, Checkpoint):
             checkpoint = load(checkpoint)
-        self._init(CompiledNet(checkpoint.model, simd), checkpoint.full_turn if full_turn is None else full_turn)
+        self._init(CompiledNet.from_arrays(checkpoint.net, simd), checkpoint.full_turn if full_turn is None else full_turn)
 
     @classmethod
     def from_net(cls, net: CompiledNet, full_turn: bool) -> "NetworkPlayer":

@@ -81,7 +81,7 @@ def calibrate(checkpoint_path, games: int = 3000, seed: int = 1) -> dict:
         raise UserError(f"checkpoint {checkpoint_path} has no value head to calibrate (layout {checkpoint.layout})")
     if games < 10:
         raise UserError(f"--games must be at least 10 (a fifth is held out), got {games}")
-    x, owner, outcome = selfplay_values(CompiledNet(checkpoint.model), games, seed)
+    x, owner, outcome = selfplay_values(CompiledNet.from_arrays(checkpoint.net), games, seed)
     won = (outcome[owner] > 0).astype(np.float64)
     train = owner < round((1 - HELD_OUT) * games)
     weights = fit_logistic(x[train].astype(np.float64), won[train])

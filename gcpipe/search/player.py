@@ -97,7 +97,7 @@ class SearchPlayer(RuntimePlayer):
         if not checkpoint.has_value_head and settings.value != "rollout":
             raise UserError(f"checkpoint {checkpoint.path or '(in memory)'} has no value head (layout "
                             f"{checkpoint.layout}): a search with it needs value 'rollout'")
-        self._init(CompiledNet(checkpoint.model, simd), settings, checkpoint.full_turn)
+        self._init(CompiledNet.from_arrays(checkpoint.net, simd), settings, checkpoint.full_turn)
 
     @classmethod
     def from_net(cls, net: CompiledNet, settings: SearchSettings, full_turn: bool = True) -> "SearchPlayer":

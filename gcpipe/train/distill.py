@@ -133,7 +133,7 @@ class Distillation(ExpertIteration):
     def __init__(self, config: TrainConfig, teachers: tuple[Checkpoint, Checkpoint],
                  init: MinGRUPolicy | None = None, workers: int = 1):
         super().__init__(config, init, workers)
-        self.teachers = tuple((net_arrays(teacher.model), teacher.full_turn,
+        self.teachers = tuple((teacher.net, teacher.full_turn,
                                self.settings if config.teacher_search[side] else None)
                               for teacher, side in zip(teachers, SIDE_NAMES))
 

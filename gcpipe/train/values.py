@@ -15,7 +15,6 @@ import numpy as np
 from gcpipe.engine import COIN, GUERRILLA, NO_SIDE
 from gcpipe.errors import UserError
 from gcpipe.nn.checkpoint import load
-from gcpipe.nn.inference import net_arrays
 from gcpipe.players import define
 from gcpipe.search.calibration import calibrated_settings
 from gcpipe.search.settings import make_settings
@@ -39,7 +38,7 @@ def value_accuracy(checkpoint_path, games: int = 400, simulations: int = 32, see
         settings = calibrated_settings(settings, calibration, checkpoint.sha256, "gcpipe values")
     seeds = np.array([game_seed(seed + _SEED_OFFSET, 0, j) for j in range(games)], np.uint32)
     # Self-play only (NO_SIDE): the bots of play_games' bot games play no move here.
-    records = play_games(search_expert(net_arrays(checkpoint.model), settings), seeds, np.full(games, NO_SIDE),
+    records = play_games(search_expert(checkpoint.net, settings), seeds, np.full(games, NO_SIDE),
                          (define("greedy", {"kind": "greedy"}),) * 2)
     report = {"checkpoint_sha256": checkpoint.sha256, "games": games, "simulations": simulations,
               "value": settings.value, "guerrilla_win_rate": float(np.mean([r.outcome > 0 for r in records]))}
