@@ -515,13 +515,21 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout
 
     # Same config, seeds and checkpoints: the ledgers, tables and pictures come back byte for byte.
+    # Replayed: a cell of every player kind (net, search, MCTS, random), sharded and not; the
+    # tables and pictures from them. (All 25 cells again would double the suite's longest test.)
     def digests():
         return {str(p.relative_to(results)): hashlib.sha256(p.read_bytes()).hexdigest()
                 for folder in ("matches", "elo", "games") for p in sorted((results / folder).rglob("*.*"))
                 if "shards" not in p.parts}
     before = digests()
-    for folder in ("matches", "elo", "games"):
+    for cell in ("candidate__baseline", "expert-search__mcts", "random__candidate"):
+        shutil.rmtree(results / "matches" / "shards" / cell)
+        for suffix in (".json", ".jsonl"):
+            (results / "matches" / f"{cell}{suffix}").unlink()
+    for folder in ("elo", "games"):
         shutil.rmtree(results / folder)
     rerun = snakemake("--cores", "2", "elo_table", "--configfile", smoke, workdir=tmp_path, timeout=1200)
     assert rerun.returncode == 0, rerun.stderr[-4000:]
+    # Shards of 8: the two 12-game cells play two each, the 6-game MCTS cell one.
+    assert {rule: job_counts(rerun.stderr)[rule] for rule in ("match", "merge", "elo")} == {"match": 5, "merge": 3, "elo": 1}
     assert digests() == before
