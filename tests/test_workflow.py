@@ -174,23 +174,28 @@ def test_shipped_configs_are_valid(name):
 
 def test_default_config_is_the_documented_field():
     config = load_config(CONFIGS / "config.yaml")
-    assert config["matches"]["field"] == ["random", "greedy", "baseline", "mcts2k", "candidate", "expert-search"]
+    assert config["matches"]["field"] == ["random", "greedy", "baseline", "mcts2k", "candidate", "search"]
     assert roster_positions(config["players"]) == {"random": 0, "greedy": 1, "baseline": 2, "mcts2k": 3, "candidate": 5,
-                                                   "expert-search": 6}
-    expert = config["runs"]["expert"]
-    assert (expert["algorithm"], expert["init_run"], expert["layout"]) == ("expert", "candidate", "5c")
-    assert config["players"]["expert-search"]["run"] == "expert"
-    baseline = config["runs"]["baseline"]
+                                                   "search": 6}
+    runs = config["runs"]
+    candidate = runs["candidate"]
+    assert (candidate["algorithm"], candidate["init_run"], candidate["layout"]) == ("distill", "guerrilla-teacher", "5c")
+    assert candidate["teacher_runs"] == {"guerrilla": "guerrilla-teacher", "coin": "coin-teacher"}
+    assert config["players"]["search"]["run"] == "candidate"
+    baseline = runs["baseline"]
     assert (baseline["selfplay"], baseline["opponent"], baseline["layout"]) == (False, "greedy", "legacy")
-    assert config["runs"]["candidate"]["layout"] == "5c"
-    assert config["runs"]["candidate"]["selfplay"] is True
+    for teacher in ("guerrilla-teacher", "coin-teacher"):
+        assert (runs[teacher]["layout"], runs[teacher]["selfplay"], runs[teacher]["algorithm"]) == ("5c", True, "ppo")
+    # The teachers differ only in the COIN's rewards and the length of the run.
+    differ = {key for key in runs["guerrilla-teacher"] if runs["guerrilla-teacher"][key] != runs["coin-teacher"][key]}
+    assert differ == {"reward_shaping", "coin_mobility_reward", "total_timesteps"}
     plan = match_plan(config)
     assert len(plan) == 36
     games = {(cell.guerrilla, cell.coin): cell.games for cell in plan}
     # The smaller cap of the two players applies: MCTS 2K's 100, then the search player's 200.
     assert {n for pair, n in games.items() if "mcts2k" in pair} == {100}
-    assert {n for pair, n in games.items() if "expert-search" in pair and "mcts2k" not in pair} == {200}
-    assert {n for pair, n in games.items() if not {"mcts2k", "expert-search"} & set(pair)} == {1000}
+    assert {n for pair, n in games.items() if "search" in pair and "mcts2k" not in pair} == {200}
+    assert {n for pair, n in games.items() if not {"mcts2k", "search"} & set(pair)} == {1000}
 
 
 def test_reference_config_is_the_published_field():
@@ -203,9 +208,8 @@ def test_reference_config_is_the_published_field():
     runs = config["runs"]
     assert (players["expert-search"]["run"], runs["expert-long"]["init_run"], runs["expert"]["init_run"]) == \
         ("expert-long", "expert", "candidate")
-    # The chain starts from the default run's candidate and expert networks, setting for setting.
-    default_runs = load_config(CONFIGS / "config.yaml")["runs"]
-    assert (runs["candidate"], runs["expert"]) == (default_runs["candidate"], default_runs["expert"])
+    # The chain starts from a PPO network of the default's Guerrilla teacher's settings.
+    assert runs["candidate"] == load_config(CONFIGS / "config.yaml")["runs"]["guerrilla-teacher"]
     assert {cell.games for cell in match_plan(config)} == {1000} and len(match_plan(config)) == 49
 
 
@@ -397,8 +401,8 @@ def test_dry_run_of_the_default_config(tmp_path):
     result = snakemake("-n", "elo_table", workdir=tmp_path)
     assert result.returncode == 0, result.stderr
     # The main job makes everything the report shows: training curves and the game viewer too.
-    assert job_counts(result.stdout) == {"build_engine": 1, "match": 36, "train": 3, "merge": 36, "elo": 1,
-                                         "provenance": 1, "report": 3, "games": 4, "elo_table": 1}
+    assert job_counts(result.stdout) == {"build_engine": 1, "match": 36, "train": 4, "merge": 36, "elo": 1,
+                                         "provenance": 1, "report": 4, "games": 4, "elo_table": 1}
     # A dry run writes nothing (not even the resolved config its jobs would read).
     assert not (tmp_path / "results").exists()
 
