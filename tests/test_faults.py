@@ -487,8 +487,8 @@ def test_other_bad_arguments_are_one_line(tmp_path, files):
                    r"bad anchor 'mean:1e308': the value must be within ±1e\+06")
     one_line_error(run("bench", "train", "--horizon", 0), r"--horizon must be an integer >= 1, got 0$")
     one_line_error(run("bench", "train", "--run", "candidate"), r"--run and --config go together$")
-    one_line_error(run("bench", "train", "--run", "expert", "--config", REPO / "config/config.yaml", "--epochs", 1),
-                   r"bench train measures PPO; this run's algorithm is 'expert'$")
+    one_line_error(run("bench", "train", "--run", "candidate", "--config", REPO / "config/config.yaml", "--epochs", 1),
+                   r"bench train measures PPO; this run's algorithm is 'distill'$")
     one_line_error(run("merge", files / "r__g.jsonl", "--out", f"{tmp_path}/dir/"),
                    r"--out \S+/dir/ is a folder; give the merged ledger's file name")
     one_line_error(run("merge", files / "r__g.jsonl", "--games", 0, "--out", tmp_path / "m.jsonl"),

@@ -198,6 +198,14 @@ def test_default_config_is_the_documented_field():
     assert {n for pair, n in games.items() if not {"mcts2k", "search"} & set(pair)} == {1000}
 
 
+def test_distill_config_is_the_default_recipe_at_full_budget():
+    default, distill = (load_config(CONFIGS / name)["runs"] for name in ("config.yaml", "distill.yaml"))
+    assert distill["guerrilla-teacher"] == default["guerrilla-teacher"]
+    assert distill["distilled"] == default["candidate"]
+    assert distill["coin-teacher"] == {**default["coin-teacher"], "total_timesteps": 100_000_000}
+    assert default["coin-teacher"]["total_timesteps"] == 40_000_000
+
+
 def test_reference_config_is_the_published_field():
     config = load_config(CONFIGS / "reference.yaml")
     players = config["players"]
@@ -412,7 +420,7 @@ def test_dry_run_of_the_smoke_config_shards_large_cells(tmp_path):
     result = snakemake("-n", "all", "--configfile", str(CONFIGS / "smoke.yaml"), workdir=tmp_path)
     assert result.returncode == 0, result.stderr
     # 25 cells: the 16 without MCTS have 12 games (shards 0-8, 8-4), the 9 with MCTS have 6.
-    assert job_counts(result.stdout) == {"build_engine": 1, "match": 41, "train": 3, "merge": 25, "report": 3,
+    assert job_counts(result.stdout) == {"build_engine": 1, "match": 41, "train": 4, "merge": 25, "report": 4,
                                          "elo": 1, "games": 2, "provenance": 1, "all": 1}
     assert "results/matches/shards/random__baseline/8-4.json" in result.stdout
     # The smoke config replaced the default rather than being merged into it.
@@ -489,7 +497,7 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     results = tmp_path / "results"
     ratings = json.loads((results / "elo" / "ratings.json").read_text())
-    field = ["random", "baseline", "mcts", "candidate", "expert-search"]
+    field = ["random", "baseline", "mcts", "candidate", "search"]
     assert sorted({(e["player"], e["side"]) for e in ratings["ratings"]}) == sorted(
         (p, s) for p in field for s in ("guerrilla", "coin"))
     assert [e["player"] for e in json.loads((results / "elo" / "ordo.json").read_text())["ratings"]] != []
@@ -497,7 +505,8 @@ def test_smoke_dag_end_to_end(tmp_path):
         lines = (results / "matches" / f"{cell.name}.jsonl").read_text().splitlines()
         assert [json.loads(line)["game"] for line in lines] == list(range(cell.games))
     for png in ["elo/ratings.png", "elo/crosstable.png", "elo/superiority.png", "elo/ordo.png",
-                "runs/baseline/training.png", "runs/candidate/training.png", "runs/expert/training.png"]:
+                "runs/baseline/training.png", "runs/guerrilla-teacher/training.png", "runs/coin-teacher/training.png",
+                "runs/candidate/training.png"]:
         assert (results / png).read_bytes().startswith(b"\x89PNG")
     for cell in ("candidate__baseline", "baseline__candidate"):
         for view in ("guerrilla_win.svg", "coin_win.svg"):
@@ -526,7 +535,7 @@ def test_smoke_dag_end_to_end(tmp_path):
                 for folder in ("matches", "elo", "games") for p in sorted((results / folder).rglob("*.*"))
                 if "shards" not in p.parts}
     before = digests()
-    for cell in ("candidate__baseline", "expert-search__mcts", "random__candidate"):
+    for cell in ("candidate__baseline", "search__mcts", "random__candidate"):
         shutil.rmtree(results / "matches" / "shards" / cell)
         for suffix in (".json", ".jsonl"):
             (results / "matches" / f"{cell}{suffix}").unlink()
