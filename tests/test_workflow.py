@@ -203,7 +203,7 @@ def test_distill_config_is_the_default_recipe_at_full_budget():
     assert distill["guerrilla-teacher"] == default["guerrilla-teacher"]
     assert distill["distilled"] == default["candidate"]
     assert distill["coin-teacher"] == {**default["coin-teacher"], "total_timesteps": 100_000_000}
-    assert default["coin-teacher"]["total_timesteps"] == 40_000_000
+    assert default["coin-teacher"]["total_timesteps"] == 25_000_000
 
 
 def test_reference_config_is_the_published_field():
