@@ -230,7 +230,8 @@ rule match:
         lambda wildcards: checkpoint_of(PLAYERS[wildcards.coin]),
     output:
         # The summary, written when the shard is complete.  The ledger beside it is not a declared
-        # output, so a failed or killed job's ledger survives and the rerun plays only the missing games.
+        # output, so a failed or killed job's ledger survives and the rerun plays only the missing games;
+        # one of other players (a retrained network, a changed setting) is played afresh (--replace-others).
         str(paths.shard_summary("{guerrilla}__{coin}", "{first}", "{games}")),
     params:
         ledger=lambda wildcards, output: ledger_of(output[0]),
@@ -251,7 +252,7 @@ rule match:
         runtime=120,
     shell:
         "gcpipe match {wildcards.guerrilla} {wildcards.coin} --config $GCPIPE_RESOLVED_CONFIG"
-        " --first-game {wildcards.first} --games {wildcards.games} --workers {threads} --out {params.ledger} > {log} 2>&1"
+        " --first-game {wildcards.first} --games {wildcards.games} --workers {threads} --out {params.ledger} --replace-others > {log} 2>&1"
 
 
 rule merge:

@@ -120,6 +120,9 @@ def match(guerrilla: str = typer.Argument(..., metavar="G", help=_PLAYER_HELP),
           workers: int = _WORKERS_OPTION,
           roster_g: int = typer.Option(None, "--roster-g", help="Roster position of G in the seed formula."),
           roster_c: int = typer.Option(None, "--roster-c", help="Roster position of C in the seed formula."),
+          replace_others: bool = typer.Option(False, "--replace-others",
+                                              help="Play afresh over a ledger of other players or roster positions "
+                                                   "(the DAG's shards, superseded by a retrained network) instead of refusing it."),
           quiet: bool = _QUIET_OPTION):
     """Play games K..K+N-1 of G (Guerrilla) vs C (COIN) that the ledger lacks; resumable after a kill.
 
@@ -129,7 +132,8 @@ def match(guerrilla: str = typer.Argument(..., metavar="G", help=_PLAYER_HELP),
     from gcpipe.match import match as play_match
 
     result = play_match(guerrilla, coin, games, book=player_book(config), first_game=first_game, out=out,
-                        workers=workers, roster_g=roster_g, roster_c=roster_c, progress=not quiet)
+                        workers=workers, roster_g=roster_g, roster_c=roster_c, progress=not quiet,
+                        replace_others=replace_others)
     typer.echo(format_match(result))
 
 

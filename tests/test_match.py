@@ -328,6 +328,20 @@ def test_a_ledger_of_other_players_or_seeds_is_refused(tmp_path):
         match("greedy=mcts:5", "random", 20, out=out, workers=1, progress=False)
 
 
+def test_replace_others_plays_a_superseded_ledger_afresh(tmp_path, capsys):
+    # The DAG's case: a shard ledger of a network that has since been retrained.
+    out, fresh = tmp_path / "cell.jsonl", tmp_path / "fresh.jsonl"
+    match("greedy", "random", 10, out=out, workers=1, progress=False)
+    result = match("greedy=mcts:5", "random", 6, out=out, workers=1, progress=False, replace_others=True)
+    assert result.played == 6
+    assert "playing afresh: " in capsys.readouterr().err
+    match("greedy=mcts:5", "random", 6, out=fresh, workers=1, progress=False)
+    assert out.read_bytes() == fresh.read_bytes()
+    assert out.with_suffix(".json").read_bytes() == fresh.with_suffix(".json").read_bytes()
+    # Its own games are kept as ever: a second call plays none.
+    assert match("greedy=mcts:5", "random", 6, out=out, workers=1, progress=False, replace_others=True).played == 0
+
+
 # -- commands ------------------------------------------------------------------------------------
 def test_tournament_prints_the_published_random_greedy_cells(tmp_path):
     result = CliRunner().invoke(app, ["tournament", "random", "greedy", "--games", "100", "--quiet",

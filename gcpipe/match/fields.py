@@ -12,9 +12,9 @@ from gcpipe.players import Player, PlayerBook, check_roster
 
 def match(guerrilla_spec: str, coin_spec: str, games: int, book: PlayerBook | None = None, first_game: int = 0,
           out=None, workers: int | None = None, roster_g: int | None = None, roster_c: int | None = None,
-          progress: bool = True) -> MatchResult:
+          progress: bool = True, replace_others: bool = False) -> MatchResult:
     """`gcpipe match`: the cell of two players.  Roster positions: roster_g/roster_c when given,
-    else the players' own (see PlayerBook.field)."""
+    else the players' own (see PlayerBook.field); replace_others as in run_match."""
     field = (book or PlayerBook()).field([guerrilla_spec, coin_spec])
     guerrilla, coin = field[0], field[-1]
     check_roster(roster_g, "--roster-g")
@@ -23,7 +23,7 @@ def match(guerrilla_spec: str, coin_spec: str, games: int, book: PlayerBook | No
         guerrilla = replace(guerrilla, roster=roster_g)
     if roster_c is not None:
         coin = replace(coin, roster=roster_c)
-    return run_match(guerrilla, coin, games, first_game, out, workers, progress)
+    return run_match(guerrilla, coin, games, first_game, out, workers, progress, replace_others)
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,11 @@ class LedgerWriter:
             raise
         return self
 
+    def start_over(self) -> None:
+        """Empty the ledger (still under this writer's lock): its games were played by other players."""
+        os.truncate(self.path, 0)
+        self.records = []
+
     def append(self, record) -> None:
         """Write one finished game; it is on disk when this returns."""
         line = encode_record(record)

@@ -5,6 +5,7 @@ an earlier run was killed, and a rerun plays only the missing games.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from gcpipe.match.ledger import (GAME_INDEX_LIMIT, LedgerWriter, cell_name, game
 from gcpipe.match.pool import play_in_tasks, usable_cores
 from gcpipe.players import Player
 from gcpipe.progress import Meter
+
+# How a ledger of other players is refused (run_match's replace_others plays it afresh instead).
+REFUSAL = "; give another --out"
 
 
 # Games planned at a time: memory stays bounded whatever --games is (the pool splits each chunk
@@ -38,9 +42,13 @@ def default_ledger_path(guerrilla: Player, coin: Player, folder=paths.MATCHES) -
 
 
 def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, out=None,
-              workers: int | None = None, progress: bool = True) -> MatchResult:
+              workers: int | None = None, progress: bool = True, replace_others: bool = False) -> MatchResult:
     """Plays games first_game .. first_game+games-1 of the cell (guerrilla, coin) that the ledger
     at `out` (default results/matches/G__C.jsonl) does not hold yet, then writes the summary.
+
+    A ledger of other players or roster positions is refused, unless `replace_others`: then it is
+    emptied and the games are played afresh (the DAG's shard ledgers, which a retrained network or
+    a changed setting supersedes).
 
     Both players need their roster positions set (PlayerBook.field does that)."""
     if guerrilla.roster is None or coin.roster is None:
@@ -60,7 +68,13 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
     cell = cell_name(guerrilla.name, coin.name)
     played = 0
     with LedgerWriter(path) as writer:
-        check_ledger(writer.records, path, guerrilla, coin)
+        try:
+            check_ledger(writer.records, path, guerrilla, coin)
+        except UserError as error:
+            if not replace_others:
+                raise
+            print(f"gcpipe: playing afresh: {str(error).split(REFUSAL)[0]}", file=sys.stderr, flush=True)
+            writer.start_over()
         done = writer.done_games
         end = first_game + games
         to_play = games - sum(first_game <= g < end for g in done)
@@ -102,14 +116,14 @@ def check_ledger(records: list[dict], path: Path, guerrilla: Player, coin: Playe
     cell = cell_name(guerrilla.name, coin.name)
     first = records[0]
     if first["cell"] != cell:
-        raise UserError(f"{path} holds cell {first['cell']}, not {cell}; give another --out")
+        raise UserError(f"{path} holds cell {first['cell']}, not {cell}{REFUSAL}")
     for side, player in (("guerrilla", guerrilla), ("coin", coin)):
         if first[f"{side}_id"] != player.identity:
             raise UserError(f"{path} was played by another {side} player {player.name} "
-                            f"({first[f'{side}_id']} there, {player.identity} now); give another --out")
+                            f"({first[f'{side}_id']} there, {player.identity} now){REFUSAL}")
     for record in records:
         expected = game_seed(guerrilla.roster, coin.roster, record["game"])
         if record["seed"] != expected:
             raise UserError(f"{path} game {record['game']} has seed {record['seed']}, but roster positions "
                             f"{guerrilla.roster}/{coin.roster} give {expected}: it was played with other "
-                            f"roster positions; give another --out or the same positions")
+                            f"roster positions{REFUSAL} or the same positions")
