@@ -546,3 +546,17 @@ def test_smoke_dag_end_to_end(tmp_path):
     # Shards of 8: the two 12-game cells play two each, the 6-game MCTS cell one.
     assert {rule: job_counts(rerun.stderr)[rule] for rule in ("match", "merge", "elo")} == {"match": 5, "merge": 3, "elo": 1}
     assert digests() == before
+
+    # A retrained network supersedes its cells: the rerun retrains only it and plays its cells
+    # afresh over the old shard ledgers (they were refused before --replace-others).
+    config = yaml.safe_load((CONFIGS / "smoke.yaml").read_text())
+    config["runs"]["candidate"]["seed"] = 43
+    reseeded = tmp_path / "reseeded.yaml"
+    reseeded.write_text(yaml.safe_dump(config, sort_keys=False))
+    retrained = snakemake("--cores", "2", "elo_table", "--configfile", str(reseeded), workdir=tmp_path, timeout=1200)
+    assert retrained.returncode == 0, retrained.stderr[-4000:]
+    assert job_counts(retrained.stderr)["train"] == 1
+    after = digests()
+    changed = {name for name in before if before[name] != after[name] and name.endswith(".jsonl")}
+    assert changed == {f"matches/{cell.name}.jsonl" for cell in match_plan(load_config(reseeded))
+                       if {"candidate", "search"} & {cell.guerrilla, cell.coin}}
