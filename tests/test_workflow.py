@@ -201,9 +201,9 @@ def test_default_config_is_the_documented_field():
 def test_distill_config_is_the_default_recipe_at_full_budget():
     default, distill = (load_config(CONFIGS / name)["runs"] for name in ("config.yaml", "distill.yaml"))
     assert distill["guerrilla-teacher"] == default["guerrilla-teacher"]
-    assert distill["distilled"] == default["candidate"]
+    assert distill["distilled"] == {**default["candidate"], "expert_iterations": 200}
     assert distill["coin-teacher"] == {**default["coin-teacher"], "total_timesteps": 100_000_000}
-    assert default["coin-teacher"]["total_timesteps"] == 25_000_000
+    assert (default["coin-teacher"]["total_timesteps"], default["candidate"]["expert_iterations"]) == (40_000_000, 60)
 
 
 def test_reference_config_is_the_published_field():
