@@ -20,9 +20,6 @@ from gcpipe.match.pool import play_in_tasks, usable_cores
 from gcpipe.players import Player
 from gcpipe.progress import Meter
 
-# How a ledger of other players is refused (run_match's replace_others plays it afresh instead).
-REFUSAL = "; give another --out"
-
 
 # Games planned at a time: memory stays bounded whatever --games is (the pool splits each chunk
 # into tasks; results are appended in game order, so the ledger does not depend on it).
@@ -68,12 +65,11 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
     cell = cell_name(guerrilla.name, coin.name)
     played = 0
     with LedgerWriter(path) as writer:
-        try:
-            check_ledger(writer.records, path, guerrilla, coin)
-        except UserError as error:
-            if not replace_others:
-                raise
-            print(f"gcpipe: playing afresh: {str(error).split(REFUSAL)[0]}", file=sys.stderr, flush=True)
+        mismatch = ledger_mismatch(writer.records, path, guerrilla, coin)
+        if mismatch and not replace_others:
+            raise UserError(f"{mismatch}; {LEDGER_REMEDY}")
+        if mismatch:
+            print(f"gcpipe: playing afresh: {mismatch}", file=sys.stderr, flush=True)
             writer.start_over()
         done = writer.done_games
         end = first_game + games
@@ -109,21 +105,31 @@ def _record(cell, guerrilla: Player, coin: Player, g: int, winner: int, plies: i
             "coin_id": coin.identity}
 
 
+LEDGER_REMEDY = "give another --out, or the players and roster positions it was played with"
+
+
 def check_ledger(records: list[dict], path: Path, guerrilla: Player, coin: Player) -> None:
     """A ledger can only be continued by the same players at the same roster positions."""
+    mismatch = ledger_mismatch(records, path, guerrilla, coin)
+    if mismatch:
+        raise UserError(f"{mismatch}; {LEDGER_REMEDY}")
+
+
+def ledger_mismatch(records: list[dict], path: Path, guerrilla: Player, coin: Player) -> str | None:
+    """Why these players at these roster positions cannot continue the ledger (None: they can)."""
     if not records:
-        return
+        return None
     cell = cell_name(guerrilla.name, coin.name)
     first = records[0]
     if first["cell"] != cell:
-        raise UserError(f"{path} holds cell {first['cell']}, not {cell}{REFUSAL}")
+        return f"{path} holds cell {first['cell']}, not {cell}"
     for side, player in (("guerrilla", guerrilla), ("coin", coin)):
         if first[f"{side}_id"] != player.identity:
-            raise UserError(f"{path} was played by another {side} player {player.name} "
-                            f"({first[f'{side}_id']} there, {player.identity} now){REFUSAL}")
+            return (f"{path} was played by another {side} player {player.name} "
+                    f"({first[f'{side}_id']} there, {player.identity} now)")
     for record in records:
         expected = game_seed(guerrilla.roster, coin.roster, record["game"])
         if record["seed"] != expected:
-            raise UserError(f"{path} game {record['game']} has seed {record['seed']}, but roster positions "
-                            f"{guerrilla.roster}/{coin.roster} give {expected}: it was played with other "
-                            f"roster positions{REFUSAL} or the same positions")
+            return (f"{path} game {record['game']} has seed {record['seed']}, but roster positions "
+                    f"{guerrilla.roster}/{coin.roster} give {expected}: it was played with other roster positions")
+    return None
