@@ -181,7 +181,10 @@ def test_default_config_is_the_documented_field():
     candidate = runs["candidate"]
     assert (candidate["algorithm"], candidate["init_run"], candidate["layout"]) == ("distill", "guerrilla-teacher", "5c")
     assert candidate["teacher_runs"] == {"guerrilla": "guerrilla-teacher", "coin": "coin-teacher"}
-    assert config["players"]["search"]["run"] == "candidate"
+    assert config["players"]["search"]["run"] == "expert"
+    assert (runs["expert"]["algorithm"], runs["expert"]["init_run"]) == ("expert", "candidate")
+    # The expert iteration is reference.yaml's first, from the candidate of each config.
+    assert runs["expert"] == load_config(CONFIGS / "reference.yaml")["runs"]["expert"]
     baseline = runs["baseline"]
     assert (baseline["selfplay"], baseline["opponent"], baseline["layout"]) == (False, "greedy", "legacy")
     for teacher in ("guerrilla-teacher", "coin-teacher"):
@@ -409,8 +412,8 @@ def test_dry_run_of_the_default_config(tmp_path):
     result = snakemake("-n", "elo_table", workdir=tmp_path)
     assert result.returncode == 0, result.stderr
     # The main job makes everything the report shows: training curves and the game viewer too.
-    assert job_counts(result.stdout) == {"build_engine": 1, "match": 36, "train": 4, "merge": 36, "elo": 1,
-                                         "provenance": 1, "report": 4, "games": 4, "elo_table": 1}
+    assert job_counts(result.stdout) == {"build_engine": 1, "match": 36, "train": 5, "merge": 36, "elo": 1,
+                                         "provenance": 1, "report": 5, "games": 4, "elo_table": 1}
     # A dry run writes nothing (not even the resolved config its jobs would read).
     assert not (tmp_path / "results").exists()
 
@@ -420,7 +423,7 @@ def test_dry_run_of_the_smoke_config_shards_large_cells(tmp_path):
     result = snakemake("-n", "all", "--configfile", str(CONFIGS / "smoke.yaml"), workdir=tmp_path)
     assert result.returncode == 0, result.stderr
     # 25 cells: the 16 without MCTS have 12 games (shards 0-8, 8-4), the 9 with MCTS have 6.
-    assert job_counts(result.stdout) == {"build_engine": 1, "match": 41, "train": 4, "merge": 25, "report": 4,
+    assert job_counts(result.stdout) == {"build_engine": 1, "match": 41, "train": 5, "merge": 25, "report": 5,
                                          "elo": 1, "games": 2, "provenance": 1, "all": 1}
     assert "results/matches/shards/random__baseline/8-4.json" in result.stdout
     # The smoke config replaced the default rather than being merged into it.
@@ -506,7 +509,7 @@ def test_smoke_dag_end_to_end(tmp_path):
         assert [json.loads(line)["game"] for line in lines] == list(range(cell.games))
     for png in ["elo/ratings.png", "elo/crosstable.png", "elo/superiority.png", "elo/ordo.png",
                 "runs/baseline/training.png", "runs/guerrilla-teacher/training.png", "runs/coin-teacher/training.png",
-                "runs/candidate/training.png"]:
+                "runs/candidate/training.png", "runs/expert/training.png"]:
         assert (results / png).read_bytes().startswith(b"\x89PNG")
     for cell in ("candidate__baseline", "baseline__candidate"):
         for view in ("guerrilla_win.svg", "coin_win.svg"):
@@ -547,15 +550,16 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert {rule: job_counts(rerun.stderr)[rule] for rule in ("match", "merge", "elo")} == {"match": 5, "merge": 3, "elo": 1}
     assert digests() == before
 
-    # A retrained network supersedes its cells: the rerun retrains only it and plays its cells
-    # afresh over the old shard ledgers (they were refused before --replace-others).
+    # A retrained network supersedes its cells: the rerun retrains only it and the expert run that
+    # starts from it, and plays their cells afresh over the old shard ledgers (they were refused
+    # before --replace-others).
     config = yaml.safe_load((CONFIGS / "smoke.yaml").read_text())
     config["runs"]["candidate"]["seed"] = 43
     reseeded = tmp_path / "reseeded.yaml"
     reseeded.write_text(yaml.safe_dump(config, sort_keys=False))
     retrained = snakemake("--cores", "2", "elo_table", "--configfile", str(reseeded), workdir=tmp_path, timeout=1200)
     assert retrained.returncode == 0, retrained.stderr[-4000:]
-    assert job_counts(retrained.stderr)["train"] == 1
+    assert job_counts(retrained.stderr)["train"] == 2
     after = digests()
     changed = {name for name in before if before[name] != after[name] and name.endswith(".jsonl")}
     assert changed == {f"matches/{cell.name}.jsonl" for cell in match_plan(load_config(reseeded))
