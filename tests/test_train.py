@@ -21,7 +21,7 @@ from gcpipe.train.evaluate import win_rate
 from gcpipe.train.muon import Muon, newton_schulz
 from gcpipe.train.ppo import PPO, sample_actions, vtrace_gae
 from gcpipe.train.run import METRIC_FIELDS, checkpoint_name, train
-from gcpipe.train.sequence import DecoderColumns, Gates, forward_segments
+from gcpipe.train.sequence import DecoderColumns, forward_segments
 from sequence_oracle import forward_sequence
 
 PASS = 255
@@ -225,30 +225,6 @@ def test_decoder_columns_give_autograds_slicing_gradient_bit_for_bit():
     assert torch.equal(got, expected)
     unused_pass, = torch.autograd.grad((logits * weights).sum() + values.sum(), out)
     assert torch.equal(unused_pass[..., PASS], weights[..., PASS].T)
-
-
-def test_gates_give_autograds_gradient_bit_for_bit():
-    """Gates' hand-written backward is autograd's chain through the same elementwise operations:
-    the same gradient to the bit, with both branches of g(h) taken and resets in `keep`."""
-    generator = torch.Generator().manual_seed(6)
-    steps, batch, hidden = 7, 6, 16
-    c = (3 * torch.randn(steps, batch, 3 * hidden, generator=generator)).requires_grad_()
-    keep = (torch.rand(steps, batch, 1, generator=generator) > 0.3).float()
-    weights = torch.randn(3, steps, batch, hidden, generator=generator)
-
-    def loss(a, b, highway):
-        return (a * weights[0]).sum() + (b * weights[1]).sum() + (highway * weights[2]).sum()
-
-    h, k, p = c.split(hidden, dim=-1)
-    z = torch.sigmoid(k)
-    reference = ((1.0 - z) * keep, z * torch.where(h >= 0, h + 0.5, torch.sigmoid(h)), torch.sigmoid(p))
-    expected, = torch.autograd.grad(loss(*reference), c)
-    gates = Gates.apply(c, keep)
-    for got_output, reference_output in zip(gates, reference):
-        assert torch.equal(got_output, reference_output)
-    got, = torch.autograd.grad(loss(*gates), c)
-    assert bool((h < 0).any()) and bool((h >= 0).any())
-    assert torch.equal(got, expected)
 
 
 def test_sampling_never_picks_a_masked_action_and_returns_its_log_prob():

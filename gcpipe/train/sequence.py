@@ -43,38 +43,6 @@ class LinearRecurrence(torch.autograd.Function):
         return grad_b * previous, grad_b, carry
 
 
-class Gates(torch.autograd.Function):
-    """A MinGRU layer's gates from its projection c [T, B, 3H] = (h, k, p) and keep [T, B, 1]: the
-    recurrence's coefficients a = (1 - z) keep and b = z g(h) with z = sigmoid(k), and the highway
-    gate sigmoid(p).  The backward is autograd's chain through those elementwise operations, op for
-    op (so the same bits), but writes the three gradients into one [T, B, 3H] tensor where autograd
-    would concatenate three (its SplitBackward: a tenth of the update on two cores)."""
-
-    @staticmethod
-    def forward(ctx, c: Tensor, keep: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        h, k, p = c.split(c.shape[-1] // 3, dim=-1)
-        z, sigmoid_h, highway = torch.sigmoid(k), torch.sigmoid(h), torch.sigmoid(p)
-        candidate = _candidate(h, sigmoid_h)
-        ctx.save_for_backward(h >= 0, z, sigmoid_h, candidate, highway, keep)
-        return (1.0 - z) * keep, z * candidate, highway
-
-    @staticmethod
-    def backward(ctx, grad_a: Tensor, grad_b: Tensor, grad_highway: Tensor):
-        positive, z, sigmoid_h, candidate, highway, keep = ctx.saved_tensors
-        hidden = z.shape[-1]
-        grad = grad_b.new_empty(*z.shape[:-1], 3 * hidden)
-        grad_h, grad_k, grad_p = grad.split(hidden, dim=-1)
-        # z feeds a (through 1 - z) and b: the two gradients summed (two terms: order-free).
-        grad_z = (grad_a * keep).neg_().add_(grad_b * candidate)
-        torch.ops.aten.sigmoid_backward(grad_z, z, grad_input=grad_k)
-        # g(h) = where(h >= 0, h + 0.5, sigmoid(h)): each branch takes the gradient where it is chosen.
-        grad_candidate = grad_b * z
-        grad_h.copy_(torch.where(positive, grad_candidate, 0.0)).add_(
-            torch.ops.aten.sigmoid_backward(torch.where(positive, 0.0, grad_candidate), sigmoid_h))
-        torch.ops.aten.sigmoid_backward(grad_highway, highway, grad_input=grad_p)
-        return grad, None
-
-
 class DecoderColumns(torch.autograd.Function):
     """The decoder's time-major output [T, B, A+1] seen batch-major as logits [B, T, A], the pass
     logit [B, T] (column PASS_ACTION, the COIN rows' value with `side_value`) and the value [B, T].
@@ -105,11 +73,15 @@ def forward_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: T
     that step) -> (logits [B, T, 256], values [B, T], pass logits [B, T]): the logits and values of
     stepping the policy T times, zeroing the state before the steps where `starts` is set; the pass
     logit (also logits[..., PASS_ACTION]) apart, for `side_value`'s COIN rows."""
+    hidden = policy.hidden
     keep = (~starts.T).unsqueeze(-1).to(torch.float32)            # [T, B, 1]: 0 where the state resets
     x = policy.encoder(obs.transpose(0, 1).to(torch.float32))      # [T, B, H], time-major
     for layer, gru in enumerate(policy.grus):
-        a, b, highway = Gates.apply(gru(x), keep)
-        s = LinearRecurrence.apply(a, b, state[layer] * keep[0])
-        x = x + highway * (s - x)
+        c = gru(x)
+        h, k, p = c.split(hidden, dim=-1)
+        z = torch.sigmoid(k)
+        candidate = _candidate(h, torch.sigmoid(h))
+        s = LinearRecurrence.apply((1.0 - z) * keep, z * candidate, state[layer] * keep[0])
+        x = x + torch.sigmoid(p) * (s - x)
     logits, pass_logits, values = DecoderColumns.apply(policy.decoder(x))
     return logits, values, pass_logits
