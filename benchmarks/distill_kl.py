@@ -18,10 +18,10 @@ from gcpipe.engine import COIN, GUERRILLA, NO_SIDE
 from gcpipe.errors import UserError, run_script
 from gcpipe.nn.checkpoint import load
 from gcpipe.nn.inference import net_arrays
+from gcpipe.nn.select import mask_logits
 from gcpipe.players import define
 from gcpipe.train.distill import TeacherExpert
 from gcpipe.train.expert import game_seed, pack_rows, play_games, stack_rows
-from gcpipe.train.ppo import masked_logits
 from gcpipe.train.sequence import forward_segments
 
 
@@ -43,7 +43,7 @@ def divergence_by_side(student, records) -> dict[int, tuple[float, float, int]]:
     movers[batch["valid"].numpy()] = np.concatenate([records[g].movers for row in rows for g in row])
     state = torch.zeros(student.layers, len(rows), student.hidden)
     logits = forward_segments(student, batch["obs"], state, batch["starts"])[0]
-    log_probs = torch.log_softmax(masked_logits(logits, batch["masks"]), dim=-1)
+    log_probs = torch.log_softmax(mask_logits(logits, batch["masks"]), dim=-1)
     targets = batch["targets"]
     kl = torch.where(targets > 0, targets * (targets.clamp_min(1e-30).log() - log_probs), 0.0).sum(-1)
     same_top = log_probs.argmax(-1) == targets.argmax(-1)

@@ -207,9 +207,18 @@ int gc_search_run(gc_search *search, const gc_net *net, gc_state *games, const i
 int gc_search_node_info(const gc_search *search, int k, int index, int32_t *parent, int32_t *action, int32_t *visits,
                         double *value_sum, float *raw_value, float *state);
 float gc_logf(float x);
+
+/* csrc/gc_select.h: selections for the training path's tensors */
+void gc_mask_logits(int n1, int n2, int cols, const float *logits, int64_t stride1, int64_t stride2,
+                    const uint8_t *mask, float illegal, float *out);
+void gc_mask_grad(int64_t n, const uint8_t *mask, const float *grad, float *out);
+void gc_candidate(int64_t rows, int cols, const float *h, int64_t h_stride, const float *sigmoid_h,
+                  int64_t sigmoid_stride, float *out);
+void gc_candidate_grad(int64_t rows, int cols, const float *h, int64_t h_stride, const float *grad,
+                       float *grad_h, float *grad_sigmoid);
 """
 
-HEADERS = ["gc_math.h", "gc_rules.h", "gc_bots.h", "gc_mcts.h", "gc_env.h", "gc_net.h", "gc_search.h"]
+HEADERS = ["gc_math.h", "gc_rules.h", "gc_bots.h", "gc_mcts.h", "gc_env.h", "gc_net.h", "gc_search.h", "gc_select.h"]
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)

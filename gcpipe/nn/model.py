@@ -14,11 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from gcpipe.engine import NUM_ACTIONS, OBS_SIZE
-
-
-def _candidate(h: Tensor, sigmoid_h: Tensor) -> Tensor:
-    """g(h): h + 0.5 for h >= 0, else sigmoid(h) — positive, so the state stays positive."""
-    return torch.where(h >= 0, h + 0.5, sigmoid_h)
+from gcpipe.nn.select import candidate
 
 
 class MinGRUPolicy(nn.Module):
@@ -67,7 +63,7 @@ class MinGRUPolicy(nn.Module):
             gates = torch.sigmoid(c)
             h, z, p = c[:, :self.hidden], gates[:, self.hidden:2 * self.hidden], gates[:, 2 * self.hidden:]
             s = state[layer]
-            s = s + z * (_candidate(h, gates[:, :self.hidden]) - s)
+            s = s + z * (candidate(h, gates[:, :self.hidden]) - s)
             x = x + p * (s - x)
             new_state.append(s)
         logits, value = self._decode(x)

@@ -44,12 +44,13 @@ from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, NUM_ACTIONS, OBS_SIZE, GameB
 from gcpipe.engine.bots import kinds_by_side
 from gcpipe.nn.inference import CompiledNet, net_arrays
 from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.nn.select import mask_logits
 from gcpipe.players import Player, define
 from gcpipe.search.player import SearchPlayer
 from gcpipe.search.settings import SearchSettings, make_settings
 from gcpipe.train.config import TrainConfig, torch_device
 from gcpipe.train.muon import Muon
-from gcpipe.train.ppo import cosine_lr, make_policy, masked_logits
+from gcpipe.train.ppo import cosine_lr, make_policy
 from gcpipe.train.sequence import forward_segments
 
 MAX_PLIES = lib.GC_MAX_GAME_PLIES
@@ -258,14 +259,14 @@ def expert_loss(policy: MinGRUPolicy, batch: dict[str, torch.Tensor]
     rows = batch["obs"].shape[0]
     initial = torch.zeros(policy.layers, rows, policy.hidden, device=batch["obs"].device)
     logits, values, pass_logits = forward_segments(policy, batch["obs"], initial, batch["starts"])
-    log_probs = torch.log_softmax(masked_logits(logits, batch["masks"]), dim=-1)
+    log_probs = torch.log_softmax(mask_logits(logits, batch["masks"]), dim=-1)
     searched, valid = batch["searched"], batch["valid"]
     targets = batch["targets"][searched]
     policy_loss = -(targets * log_probs[searched]).sum(-1).mean()
     y = batch["value_target"][valid]
     value_loss = 0.5 * ((values[valid] - y).square() + (pass_logits[valid] + y).square()).mean()
     with torch.no_grad():   # softmax, not exp(log_softmax): exp of the -1e4 entries is slow on CPU
-        probs = torch.softmax(masked_logits(logits[searched], batch["masks"][searched]), dim=-1)
+        probs = torch.softmax(mask_logits(logits[searched], batch["masks"][searched]), dim=-1)
         entropy = -(probs * log_probs[searched]).sum(-1).mean()
         target_entropy = -(targets * targets.clamp_min(1e-12).log()).sum(-1).mean()
     return policy_loss, value_loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),

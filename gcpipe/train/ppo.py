@@ -24,18 +24,13 @@ from torch import Tensor
 from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, PASS_ACTION, SIDE_NAMES
 from gcpipe.engine.vecenv import VecEnv
 from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.nn.select import mask_logits
 from gcpipe.train.config import TrainConfig, torch_device
 from gcpipe.train.muon import Muon
 from gcpipe.train.pool import OpponentPool
 from gcpipe.train.sequence import forward_segments
 
-ILLEGAL_LOGIT = -1e4   # model.md §3: finite, so log-probs and entropy stay finite
 COIN_VALUE_ROW = PASS_ACTION   # the pass logit, read as the COIN rows' value with `side_value` (config.py)
-
-
-def masked_logits(logits: Tensor, mask: Tensor) -> Tensor:
-    """Illegal logits (mask 0) replaced by -1e4.  `mask` is bool (the uint8 buffers viewed as bool)."""
-    return torch.where(mask, logits, ILLEGAL_LOGIT)
 
 
 def sample_actions(logits: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -204,7 +199,7 @@ class PPO:
             mask = all_masks if rows is None else all_masks[rows]
             state = self.state if rows is None else self.state[:, rows]
             logits, values, state = self.policy.step(obs, state)
-            actions, logprobs = sample_actions(masked_logits(logits, mask), self.draws)
+            actions, logprobs = sample_actions(mask_logits(logits, mask), self.draws)
             if rows is None:
                 self.state = state
                 self.actions.copy_(actions)
@@ -231,7 +226,7 @@ class PPO:
                     logits, _, state = model.step(all_obs[rows_h], self.state[:, rows_h])
                     self.state[:, rows_h] = state
                     self.actions[self.historical_rows[envs]] = sample_actions(
-                        masked_logits(logits, all_masks[rows_h]), self.draws)[0].to("cpu", torch.int32)
+                        mask_logits(logits, all_masks[rows_h]), self.draws)[0].to("cpu", torch.int32)
 
             self.env.step()
 
@@ -298,7 +293,7 @@ class PPO:
             logits, new_values, pass_logits = forward_segments(
                 self.policy, self.buf_obs[idx], self.buf_initial_state[:, idx], self.buf_starts[idx])
             new_values = side_values(pass_logits, new_values, self.buf_coin[idx] if self.side_value else None)
-            logits = masked_logits(logits, self.buf_masks[idx])
+            logits = mask_logits(logits, self.buf_masks[idx])
             log_probs = torch.log_softmax(logits, dim=-1)
             new_logprobs = log_probs.gather(-1, self.buf_actions[idx].unsqueeze(-1)).squeeze(-1)
             entropy = -(torch.softmax(logits, dim=-1) * log_probs).sum(-1).mean()

@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 
 from gcpipe.engine import PASS_ACTION
-from gcpipe.nn.model import MinGRUPolicy, _candidate
+from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.nn.select import candidate
 
 
 class LinearRecurrence(torch.autograd.Function):
@@ -80,8 +81,8 @@ def forward_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: T
         c = gru(x)
         h, k, p = c.split(hidden, dim=-1)
         z = torch.sigmoid(k)
-        candidate = _candidate(h, torch.sigmoid(h))
-        s = LinearRecurrence.apply((1.0 - z) * keep, z * candidate, state[layer] * keep[0])
+        g = candidate(h, torch.sigmoid(h))
+        s = LinearRecurrence.apply((1.0 - z) * keep, z * g, state[layer] * keep[0])
         x = x + torch.sigmoid(p) * (s - x)
     logits, pass_logits, values = DecoderColumns.apply(policy.decoder(x))
     return logits, values, pass_logits
