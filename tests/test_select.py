@@ -39,21 +39,29 @@ def test_candidate_equals_where_on_strided_rows_forward_and_backward():
     assert not leaf.grad[:, 16:].any() and not leaf_gates.grad[:, 16:].any()
 
 
-def test_candidate_over_time_major_segments():
-    """The training forward's [T, B, H] views of a [T, B, 3H] tensor: rows at one stride."""
+def test_candidate_over_time_major_segments_forward_and_backward():
+    """As the training forward calls it: h a [T, B, H] view of a [T, B, 3H] tensor (row stride 3H),
+    its sigmoid a contiguous tensor (row stride H), the gradient not contiguous."""
     c = torch.randn(5, 7, 48, generator=torch.Generator().manual_seed(2))
-    sig = torch.sigmoid(c)
-    h = c[..., :16]
-    assert torch.equal(_bits(candidate(h, sig[..., :16])), _bits(torch.where(h >= 0, h + 0.5, sig[..., :16])))
+    grad = torch.randn(7, 5, 16, generator=torch.Generator().manual_seed(5)).transpose(0, 1)
+    results = []
+    for select in (candidate, lambda h, sig: torch.where(h >= 0, h + 0.5, sig)):
+        leaf = c.clone().requires_grad_()
+        h = leaf[..., :16]
+        out = select(h, torch.sigmoid(h))
+        out.backward(grad)
+        results.append((_bits(out), _bits(leaf.grad)))
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
 
 
 def test_candidate_falls_back_to_torch_for_other_dtypes_and_layouts():
     h = torch.tensor([[-1.0, 0.0, 2.0]], dtype=torch.float64)
     assert candidate(h, torch.sigmoid(h)).tolist() == [[pytest.approx(1 / (1 + 2.718281828459045)), 0.5, 2.5]]
     c = torch.randn(4, 6, 48, generator=torch.Generator().manual_seed(3))
-    h = c.transpose(0, 1)[..., :16]     # rows not at one stride: torch.where
-    sig = torch.sigmoid(h)
-    assert torch.equal(candidate(h, sig), torch.where(h >= 0, h + 0.5, sig))
+    for h in (c.transpose(0, 1)[..., :16],                        # rows not at one stride: torch.where
+              c.view(-1).as_strided((3, 1, 4, 8), (7, 7, 40, 1))):   # nor here, past a size-1 dimension
+        sig = torch.sigmoid(h)
+        assert torch.equal(candidate(h, sig), torch.where(h >= 0, h + 0.5, sig))
 
 
 @pytest.mark.parametrize("layout", ["rows", "batch-major view of time-major"])
@@ -72,7 +80,7 @@ def test_mask_logits_equals_where_forward_and_backward(layout):
     got = mask_logits(logits, mask)
     assert got.is_contiguous() and torch.equal(_bits(got), _bits(expected))
     assert float(got.detach()[~mask].max()) == -10000.0 and torch.equal(got[mask], logits[mask])
-    grad = torch.randn(logits.shape, generator=generator)
+    grad = torch.randn(tuple(reversed(logits.shape)), generator=generator).permute(*reversed(range(logits.dim())))
     expected.backward(grad)
     got.backward(grad)
     assert torch.equal(_bits(out.grad), _bits(reference_out.grad))

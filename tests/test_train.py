@@ -15,6 +15,7 @@ from gcpipe.config import run_config
 from gcpipe.engine import COIN, GUERRILLA
 from gcpipe.errors import UserError
 from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.nn.select import mask_logits
 from gcpipe.train.bench import bench_train, flops_per_step, forward_flops
 from gcpipe.train.config import TrainConfig, make_config, torch_device
 from gcpipe.train.evaluate import win_rate
@@ -235,7 +236,7 @@ def test_sampling_never_picks_a_masked_action_and_returns_its_log_prob():
     mask[:, 7] = False
     mask[0] = False
     mask[0, PASS] = True                     # a waiting slot: the pass is the only choice
-    masked = torch.where(mask, logits, -1e4)
+    masked = mask_logits(logits, mask)
     actions, log_probs = sample_actions(masked, generator)
     assert mask[torch.arange(2000), actions].all()
     assert actions[0] == PASS and abs(float(log_probs[0])) < 1e-6

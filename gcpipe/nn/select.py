@@ -2,13 +2,13 @@
 model.md §3 — with their gradients, in C (csrc/gc_select.c) for float32 CPU tensors.
 
 They give torch.where's bits, forward and backward (they only choose between their inputs), but
-torch's CPU `where` runs a scalar loop: these run 4-6 times faster on one thread, and the two
-selections were a quarter of a training rollout's tick.  Other tensors (CUDA, float64, layouts the
-kernels do not take) go through torch.where, as before."""
+torch's CPU `where` runs a scalar loop and these run several times faster (README, Speed).  Other
+tensors (CUDA, float64, layouts the kernels do not take) go through torch.where, as before."""
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from gcpipe._engine import ffi, lib
 
@@ -17,6 +17,10 @@ ILLEGAL_LOGIT = -1e4   # model.md §3: finite, so log-probs and entropy stay fin
 
 def _floats(t: Tensor):
     return ffi.cast("float *", t.data_ptr())
+
+
+def _empty(shape) -> Tensor:
+    return torch.empty(shape, dtype=torch.float32, device="cpu")
 
 
 def _on_cpu_float32(*tensors: Tensor) -> bool:
@@ -28,14 +32,16 @@ def _row_stride(t: Tensor) -> int | None:
     of `t`, or None when its rows do not lie at one stride."""
     if t.dim() < 2 or t.stride(-1) != 1:
         return None
-    for dim in range(t.dim() - 2):
-        if t.shape[dim] > 1 and t.stride(dim) != t.stride(dim + 1) * t.shape[dim + 1]:
+    expected = t.stride(-2)
+    for dim in range(t.dim() - 3, -1, -1):
+        expected *= t.shape[dim + 1]
+        if t.shape[dim] > 1 and t.stride(dim) != expected:
             return None
     return t.stride(-2)
 
 
 def _candidate(h: Tensor, sigmoid_h: Tensor) -> Tensor:
-    out = torch.empty(h.shape)
+    out = _empty(h.shape)
     lib.gc_candidate(h.numel() // h.shape[-1], h.shape[-1], _floats(h), _row_stride(h), _floats(sigmoid_h),
                      _row_stride(sigmoid_h), _floats(out))
     return out
@@ -48,10 +54,11 @@ class _Candidate(torch.autograd.Function):
         return _candidate(h, sigmoid_h)
 
     @staticmethod
+    @once_differentiable   # torch.where's gradient is differentiable again; this one says it is not
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor]:
         (h,) = ctx.saved_tensors
         grad = grad.contiguous()
-        grad_h, grad_sigmoid = torch.empty(h.shape), torch.empty(h.shape)
+        grad_h, grad_sigmoid = _empty(h.shape), _empty(h.shape)
         lib.gc_candidate_grad(h.numel() // h.shape[-1], h.shape[-1], _floats(h), _row_stride(h), _floats(grad),
                               _floats(grad_h), _floats(grad_sigmoid))
         return grad_h, grad_sigmoid
@@ -69,7 +76,7 @@ def candidate(h: Tensor, sigmoid_h: Tensor) -> Tensor:
 
 
 def _mask_logits(logits: Tensor, mask: Tensor) -> Tensor:
-    out = torch.empty(logits.shape)
+    out = _empty(logits.shape)
     n1, n2, stride1, stride2 = ((logits.shape[0], 1, logits.stride(0), 0) if logits.dim() == 2 else
                                 (logits.shape[0], logits.shape[1], logits.stride(0), logits.stride(1)))
     lib.gc_mask_logits(n1, n2, logits.shape[-1], _floats(logits), stride1, stride2,
@@ -84,10 +91,11 @@ class _MaskLogits(torch.autograd.Function):
         return _mask_logits(logits, mask)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:
         (mask,) = ctx.saved_tensors
         grad = grad.contiguous()
-        out = torch.empty(grad.shape)
+        out = _empty(grad.shape)
         lib.gc_mask_grad(grad.numel(), ffi.cast("uint8_t *", mask.data_ptr()), _floats(grad), _floats(out))
         return out, None
 
