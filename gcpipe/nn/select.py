@@ -40,38 +40,39 @@ def _row_stride(t: Tensor) -> int | None:
     return t.stride(-2)
 
 
-def _candidate(h: Tensor, sigmoid_h: Tensor) -> Tensor:
+def _candidate(h: Tensor, sigmoid_h: Tensor, h_stride: int, sigmoid_stride: int) -> Tensor:
     out = _empty(h.shape)
-    lib.gc_candidate(h.numel() // h.shape[-1], h.shape[-1], _floats(h), _row_stride(h), _floats(sigmoid_h),
-                     _row_stride(sigmoid_h), _floats(out))
+    lib.gc_candidate(h.numel() // h.shape[-1], h.shape[-1], _floats(h), h_stride, _floats(sigmoid_h),
+                     sigmoid_stride, _floats(out))
     return out
 
 
 class _Candidate(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h: Tensor, sigmoid_h: Tensor) -> Tensor:
+    def forward(ctx, h: Tensor, sigmoid_h: Tensor, h_stride: int, sigmoid_stride: int) -> Tensor:
         ctx.save_for_backward(h)
-        return _candidate(h, sigmoid_h)
+        ctx.h_stride = h_stride
+        return _candidate(h, sigmoid_h, h_stride, sigmoid_stride)
 
     @staticmethod
     @once_differentiable   # torch.where's gradient is differentiable again; this one says it is not
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor]:
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None, None]:
         (h,) = ctx.saved_tensors
         grad = grad.contiguous()
         grad_h, grad_sigmoid = _empty(h.shape), _empty(h.shape)
-        lib.gc_candidate_grad(h.numel() // h.shape[-1], h.shape[-1], _floats(h), _row_stride(h), _floats(grad),
+        lib.gc_candidate_grad(h.numel() // h.shape[-1], h.shape[-1], _floats(h), ctx.h_stride, _floats(grad),
                               _floats(grad_h), _floats(grad_sigmoid))
-        return grad_h, grad_sigmoid
+        return grad_h, grad_sigmoid, None, None
 
 
 def candidate(h: Tensor, sigmoid_h: Tensor) -> Tensor:
     """g(h) = h + 0.5 for h >= 0, else sigmoid(h) (positive, so the MinGRU state stays positive),
     from h and its sigmoid, of the same shape."""
-    if (_on_cpu_float32(h, sigmoid_h) and h.shape == sigmoid_h.shape and h.numel()
-            and _row_stride(h) is not None and _row_stride(sigmoid_h) is not None):
+    strides = _row_stride(h), _row_stride(sigmoid_h)
+    if _on_cpu_float32(h, sigmoid_h) and h.shape == sigmoid_h.shape and h.numel() and None not in strides:
         if torch.is_grad_enabled() and (h.requires_grad or sigmoid_h.requires_grad):
-            return _Candidate.apply(h, sigmoid_h)
-        return _candidate(h, sigmoid_h)
+            return _Candidate.apply(h, sigmoid_h, *strides)
+        return _candidate(h, sigmoid_h, *strides)
     return torch.where(h >= 0, h + 0.5, sigmoid_h)
 
 
