@@ -16,8 +16,9 @@ from gcpipe.players import define
 from gcpipe.search.searcher import Searcher
 from gcpipe.search.settings import make_settings
 from gcpipe.train.config import make_config
-from gcpipe.train.expert import (MAX_PLIES, ExpertIteration, GameRecord, expert_loss, game_seed, pack_rows,
-                                 play_games, search_expert, sharpen, stack_rows, value_targets)
+from gcpipe.train.expert import (MAX_PLIES, ExpertIteration, GameRecord, deal, expert_loss, game_seed,
+                                 in_seed_order, mean_entropy, pack_rows, play_games, search_expert, sharpen,
+                                 stack_rows, value_targets)
 from gcpipe.train.run import train
 from test_search import _batch, _midgame
 
@@ -109,6 +110,23 @@ def test_packed_rows_hold_whole_games_from_zero_states():
     assert value_loss.item() == pytest.approx(np.dot([v.item() for _, v, _ in per_game], plies) / plies.sum(), rel=1e-5)
     assert parts["policy_loss"] == pytest.approx(
         np.dot([p["policy_loss"] for *_, p in per_game], searched) / searched.sum(), rel=1e-5)
+
+
+def test_games_are_dealt_round_robin_and_come_back_in_seed_order():
+    """The bot games sit at the end of an iteration's seeds: round-robin gives each worker its share
+    of them (blocks gave the last worker all of them)."""
+    parts = deal(np.arange(7), 3)
+    assert [part.tolist() for part in parts] == [[0, 3, 6], [1, 4], [2, 5]]
+    assert [part.tolist() for part in deal(np.array([4, 9]), 3)] == [[4], [9]]      # no empty part
+    played = [[f"game {i}" for i in part] for part in parts]
+    assert in_seed_order(parts, played, 7) == [f"game {i}" for i in range(7)]
+
+
+def test_target_entropy_is_the_mean_entropy_of_the_rows():
+    """ln 4 for a uniform row over four actions, 0 for a certain one, ln 2 for two halves: mean ln(8)/3."""
+    rows = torch.zeros(3, 256)
+    rows[0, :4], rows[1, 7], rows[2, 1:3] = 0.25, 1.0, 0.5
+    assert mean_entropy(rows) == pytest.approx(np.log(8) / 3, rel=1e-12)
 
 
 def test_games_do_not_depend_on_the_worker_count():

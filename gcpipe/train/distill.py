@@ -37,7 +37,7 @@ from gcpipe.search.player import SearchPlayer
 from gcpipe.search.searcher import SearchResult
 from gcpipe.search.settings import SearchSettings
 from gcpipe.train.config import TrainConfig
-from gcpipe.train.expert import ExpertIteration, GameRecord, play_tasks
+from gcpipe.train.expert import ExpertIteration, GameRecord, deal, in_seed_order, play_tasks
 
 Teacher = tuple[dict, bool, SearchSettings | None]   # net arrays, full_turn, the search it guides (None: none)
 
@@ -143,15 +143,9 @@ class Distillation(ExpertIteration):
         n, fraction = len(seeds), self.config.distill_student_fraction
         by_student = np.floor(np.arange(1, n + 1) * fraction) > np.floor(np.arange(n) * fraction)
         student = net_arrays(self.policy)
-        tasks, order = [], []
+        tasks, parts = [], []
         for plays, arguments in ((False, (self.teachers,)), (True, (self.teachers, student))):
-            games = np.flatnonzero(by_student == plays)
-            for part in np.array_split(games, self.workers):
-                if part.size:
-                    tasks.append((TeacherExpert, arguments, seeds[part], sides[part], self.opponents))
-                    order.extend(part.tolist())
-        played = [game for part in play_tasks(tasks, self.workers) for game in part]
-        records: list[GameRecord] = [None] * n
-        for game, record in zip(order, played):
-            records[game] = record
-        return records
+            for part in deal(np.flatnonzero(by_student == plays), self.workers):
+                tasks.append((TeacherExpert, arguments, seeds[part], sides[part], self.opponents))
+                parts.append(part)
+        return in_seed_order(parts, play_tasks(tasks, self.workers), n)

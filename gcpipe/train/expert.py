@@ -192,6 +192,22 @@ def search_expert(arrays: dict[str, np.ndarray], settings: SearchSettings) -> Se
     return SearchPlayer.from_net(CompiledNet.from_arrays(arrays), settings)
 
 
+def deal(games: np.ndarray, workers: int) -> list[np.ndarray]:
+    """`games` dealt round-robin into at most `workers` non-empty parts.  Round-robin, not in blocks:
+    the bot games sit at the end of an iteration's seeds and an MCTS bot's move costs many network
+    searches, so blocks would give one worker most of the iteration's work."""
+    return [part for part in (games[w::workers] for w in range(workers)) if part.size]
+
+
+def in_seed_order(parts: list[np.ndarray], played: list[list[GameRecord]], n: int) -> list[GameRecord]:
+    """The games of `parts` (indices into the iteration's n seeds), played part by part, in seed order."""
+    records: list[GameRecord | None] = [None] * n
+    for part, games in zip(parts, played):
+        for index, record in zip(part, games):
+            records[index] = record
+    return records
+
+
 def play_tasks(tasks: list[tuple], workers: int) -> list[list[GameRecord]]:
     """Each task's games: task = (make_expert, its arguments, seeds, search_sides, opponents), the
     expert built where the games are played.  With several tasks, on that many forked workers
@@ -268,10 +284,18 @@ def expert_loss(policy: MinGRUPolicy, batch: dict[str, torch.Tensor]
     with torch.no_grad():   # softmax, not exp(log_softmax): exp of the -1e4 entries is slow on CPU
         probs = torch.softmax(mask_logits(logits[searched], batch["masks"][searched]), dim=-1)
         entropy = -(probs * log_probs[searched]).sum(-1).mean()
-        target_entropy = -(targets * targets.clamp_min(1e-12).log()).sum(-1).mean()
+    target_entropy = mean_entropy(targets)
     return policy_loss, value_loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-                                     "entropy": float(entropy), "target_entropy": float(target_entropy),
-                                     "approx_kl": (policy_loss.detach() - target_entropy).item()}
+                                     "entropy": float(entropy), "target_entropy": target_entropy,
+                                     "approx_kl": policy_loss.item() - target_entropy}
+
+
+def mean_entropy(distributions: torch.Tensor) -> float:
+    """The mean entropy of the rows of `distributions` [k, 256], in float64 numpy: torch's log over a
+    tensor takes vector and scalar paths that differ in the last bit, and which elements take which
+    follows how its threads split the tensor, so the same targets gave other log figures in other runs."""
+    p = distributions.detach().cpu().numpy().astype(np.float64)
+    return float(-(p * np.log(np.maximum(p, 1e-12))).sum(-1).mean()) if len(p) else math.nan
 
 
 class ExpertIteration:
@@ -322,10 +346,9 @@ class ExpertIteration:
     def play(self, seeds: np.ndarray, sides: np.ndarray) -> list[GameRecord]:
         """The iteration's games (in seed order), the search with the current weights as the expert."""
         arrays = net_arrays(self.policy)
-        bounds = np.linspace(0, len(seeds), self.workers + 1).astype(int)
-        tasks = [(search_expert, (arrays, self.settings), seeds[a:b], sides[a:b], self.opponents)
-                 for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-        return [game for part in play_tasks(tasks, self.workers) for game in part]
+        parts = deal(np.arange(len(seeds)), self.workers)
+        tasks = [(search_expert, (arrays, self.settings), seeds[part], sides[part], self.opponents) for part in parts]
+        return in_seed_order(parts, play_tasks(tasks, self.workers), len(seeds))
 
     def update(self) -> dict[str, float]:
         c = self.config
