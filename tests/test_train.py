@@ -243,6 +243,21 @@ def test_sampling_never_picks_a_masked_action_and_returns_its_log_prob():
     assert torch.allclose(log_probs, torch.log_softmax(masked, -1)[torch.arange(2000), actions])
 
 
+def test_sampling_draws_the_action_whose_cdf_interval_holds_the_uniform():
+    """The action is the number of CDF entries below u = U * total (the inverse-CDF draw the
+    training's published runs used, counted over the whole row), for the same uniforms; masked rows
+    make long plateaus of the CDF."""
+    generator = torch.Generator().manual_seed(11)
+    logits = torch.randn(3000, 256, generator=generator)
+    mask = torch.rand(3000, 256, generator=generator) < 0.05
+    mask[:, 200] = True
+    masked = mask_logits(logits, mask)
+    actions, _ = sample_actions(masked, torch.Generator().manual_seed(4))
+    cdf = torch.cumsum(torch.softmax(masked, dim=-1), dim=-1)
+    u = torch.rand(3000, 1, generator=torch.Generator().manual_seed(4)) * cdf[:, -1:]
+    assert torch.equal(actions, (cdf < u).sum(dim=-1))
+
+
 # ------------------------------------------------------------------ self-play bookkeeping
 def _tiny(**settings) -> TrainConfig:
     base = dict(num_envs=10, horizon=16, minibatch_size=64, total_timesteps=10**7, historical_fraction=0.2,
