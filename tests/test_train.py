@@ -20,7 +20,7 @@ from gcpipe.train.bench import bench_train, flops_per_step, forward_flops
 from gcpipe.train.config import TrainConfig, make_config, torch_device
 from gcpipe.train.evaluate import win_rate
 from gcpipe.train.muon import Muon, newton_schulz
-from gcpipe.train.ppo import PPO, sample_actions, vtrace_gae
+from gcpipe.train.ppo import PPO, inverse_cdf, sample_actions, vtrace_gae
 from gcpipe.train.run import METRIC_FIELDS, checkpoint_name, train
 from gcpipe.train.sequence import DecoderColumns, forward_segments
 from sequence_oracle import forward_sequence
@@ -256,6 +256,17 @@ def test_sampling_draws_the_action_whose_cdf_interval_holds_the_uniform():
     cdf = torch.cumsum(torch.softmax(masked, dim=-1), dim=-1)
     u = torch.rand(3000, 1, generator=torch.Generator().manual_seed(4)) * cdf[:, -1:]
     assert torch.equal(actions, (cdf < u).sum(dim=-1))
+
+
+def test_a_zero_uniform_draws_the_first_legal_action_and_the_largest_the_last():
+    """torch.rand returns exactly 0 once in 2^24 draws; with the CDF's leading entries masked (zero),
+    counting the entries below u = 0 would pick action 0, which is illegal here."""
+    mask = torch.zeros(3, 256, dtype=torch.bool)
+    mask[0, [5, 9]] = mask[1, PASS] = mask[2, [0, 255]] = True
+    masked = mask_logits(torch.randn(3, 256, generator=torch.Generator().manual_seed(2)), mask)
+    assert inverse_cdf(masked, torch.zeros(3, 1)).tolist() == [5, PASS, 0]
+    largest = torch.full((3, 1), 1.0 - 2.0 ** -24)
+    assert inverse_cdf(masked, largest).tolist() == [9, PASS, 255]
 
 
 # ------------------------------------------------------------------ self-play bookkeeping

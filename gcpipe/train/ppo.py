@@ -34,15 +34,22 @@ COIN_VALUE_ROW = PASS_ACTION   # the pass logit, read as the COIN rows' value wi
 
 
 def sample_actions(logits: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """Actions drawn from softmax(logits) by inverse CDF on one uniform per row, and their log-probs.
-    (softmax, not exp(log_softmax): exp of the -1e4 entries takes a slow underflow path on CPU.)
-    The action is the number of CDF entries below u, found by binary search (the CDF of
-    non-negative terms never decreases), not by counting a [rows, 256] comparison."""
-    cdf = torch.cumsum(torch.softmax(logits, dim=-1), dim=-1)
-    u = torch.rand(logits.shape[0], 1, generator=generator, device=logits.device) * cdf[:, -1:]
-    actions = torch.searchsorted(cdf, u).squeeze(-1).clamp_max_(logits.shape[-1] - 1)
+    """Actions drawn from softmax(logits) by inverse CDF on one uniform per row, and their log-probs."""
+    actions = inverse_cdf(logits, torch.rand(logits.shape[0], 1, generator=generator, device=logits.device))
     log_probs = torch.log_softmax(logits, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
     return actions, log_probs
+
+
+def inverse_cdf(logits: Tensor, uniforms: Tensor) -> Tensor:
+    """The action of each row whose interval of softmax(logits)'s CDF holds u = uniform * total: the
+    number of CDF entries below u, found by binary search (the CDF of non-negative terms never
+    decreases), not by counting a [rows, 256] comparison.  (softmax, not exp(log_softmax): exp of
+    the -1e4 entries takes a slow underflow path on CPU.)  u is at least the smallest normal float:
+    torch.rand returns 0 once in 2^24 draws, and u = 0 would pick action 0 however masked (two
+    illegal moves in the default Guerrilla teacher's 100 M steps before this was fixed)."""
+    cdf = torch.cumsum(torch.softmax(logits, dim=-1), dim=-1)
+    u = (uniforms * cdf[:, -1:]).clamp_min_(torch.finfo(cdf.dtype).tiny)
+    return torch.searchsorted(cdf, u).squeeze(-1).clamp_max_(logits.shape[-1] - 1)
 
 
 def vtrace_gae(rewards: Tensor, values: Tensor, terminals: Tensor, bootstrap: Tensor, ratios: Tensor,
