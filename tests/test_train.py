@@ -3,7 +3,10 @@ the run folder (checkpoint cadence, names, layouts, no-op rerun), exact resume, 
 import csv
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -22,6 +25,7 @@ from gcpipe.train.evaluate import win_rate
 from gcpipe.train.muon import Muon, newton_schulz
 from gcpipe.train.ppo import PPO, inverse_cdf, sample_actions, vtrace_gae
 from gcpipe.train.run import METRIC_FIELDS, checkpoint_name, train
+from gcpipe.train import sequence
 from gcpipe.train.sequence import DecoderColumns, forward_segments
 from sequence_oracle import forward_sequence
 
@@ -204,6 +208,57 @@ def test_fast_segment_forward_equals_stepping_the_network():
     got = torch.autograd.grad((logits * weights).sum() + values.sum(), params)
     for e, g in zip(expected, got):
         assert torch.allclose(e, g, rtol=1e-4, atol=1e-4)
+
+
+def segment_outputs_and_gradients(layer, threads: int) -> list:
+    """forward_segments' outputs and parameter gradients with `layer` as its MinGRU layer, on a
+    batch with state resets, split among `threads` threads."""
+    generator = torch.Generator().manual_seed(6)
+    model = MinGRUPolicy(generator=generator)
+    batch, horizon = 37, 19
+    obs = torch.randint(0, 3, (batch, horizon, 120), dtype=torch.uint8, generator=generator)
+    state = torch.rand(2, batch, 128, generator=generator)
+    starts = torch.rand(batch, horizon, generator=generator) < 0.2
+    weights, value_weights = torch.randn(batch, horizon, 256, generator=generator), torch.randn(batch, horizon,
+                                                                                        generator=generator)
+    previous_layer, previous_threads = sequence.mingru_layer, torch.get_num_threads()
+    sequence.mingru_layer = layer
+    torch.set_num_threads(threads)
+    try:
+        logits, values, pass_logits = forward_segments(model, obs, state, starts)
+        loss = (logits * weights).sum() + (values * value_weights).sum() + pass_logits.sum()
+        return [logits, values, pass_logits, *torch.autograd.grad(loss, list(model.parameters()))]
+    finally:
+        sequence.mingru_layer, _ = previous_layer, torch.set_num_threads(previous_threads)
+
+
+def c_layer_matches_torch(threads: int) -> list[bool]:
+    """Per output and gradient: the same bits with the C layer (its rows split among `threads`
+    threads) as with torch's, at the same thread count (torch's matrix products depend on it; and
+    at 3 or more threads here torch's sigmoid of a strided slice puts chunk boundaries inside a
+    vector, whose elements its scalar path rounds otherwise: torch disagrees with itself there)."""
+    expected = segment_outputs_and_gradients(sequence.mingru_layer_torch, threads)
+    return [torch.equal(e, got) for e, got in zip(expected, segment_outputs_and_gradients(sequence.mingru_layer,
+                                                                                          threads))]
+
+
+def test_the_c_mingru_layer_gives_torchs_outputs_and_gradients_bit_for_bit(monkeypatch):
+    assert c_layer_matches_torch(threads=1) == c_layer_matches_torch(threads=2) == [True] * 7
+    # The probe sees torch's rounding: once (vectorised kernels) or twice (the scalar one).
+    fused = sequence.torch_fuses_addcmul()
+    assert fused == (torch.backends.cpu.get_cpu_capability() != "DEFAULT")
+    # The recurrence rounded the other way is caught (outputs may tie; the gradients do not).
+    monkeypatch.setattr(sequence, "torch_fuses_addcmul", lambda: not fused)
+    assert not any(c_layer_matches_torch(threads=1)[3:])
+
+
+def test_the_c_mingru_layer_matches_torchs_scalar_kernels_too():
+    """torch's scalar (DEFAULT) kernels round the recurrence's multiply-add twice."""
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="default")
+    test = f"{__file__}::test_the_c_mingru_layer_gives_torchs_outputs_and_gradients_bit_for_bit"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:]
 
 
 def test_decoder_columns_give_autograds_slicing_gradient_bit_for_bit():

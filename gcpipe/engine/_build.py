@@ -216,9 +216,17 @@ void gc_candidate(int64_t rows, int cols, const float *h, int64_t h_stride, cons
                   int64_t sigmoid_stride, float *out);
 void gc_candidate_grad(int64_t rows, int cols, const float *h, int64_t h_stride, const float *grad,
                        float *grad_h, float *grad_sigmoid);
+
+/* csrc/gc_mingru.h: a MinGRU layer's elementwise work for the training path's tensors */
+void gc_mingru_forward(int T, int B, int H, int first, int end, int fused, const float *c, const float *sig,
+                       const float *x, const float *keep, const float *initial, float *s, float *x_out);
+void gc_mingru_backward(int T, int B, int H, int first, int end, const float *c, const float *sig,
+                        const float *x, const float *keep, const float *initial, const float *s,
+                        const float *grad_out, float *grad_c, float *grad_x, float *carry);
 """
 
-HEADERS = ["gc_math.h", "gc_rules.h", "gc_bots.h", "gc_mcts.h", "gc_env.h", "gc_net.h", "gc_search.h", "gc_select.h"]
+HEADERS = ["gc_math.h", "gc_rules.h", "gc_bots.h", "gc_mcts.h", "gc_env.h", "gc_net.h", "gc_search.h", "gc_select.h",
+           "gc_mingru.h"]
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)

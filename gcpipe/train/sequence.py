@@ -6,13 +6,20 @@ over all T steps and only the cheap elementwise recurrence is sequential.  It ru
 time-major (each step's slice is contiguous), with a hand-written backward pass: on two cores
 this is several times faster than autograd through T steps, and it gives the same numbers as
 stepping `MinGRUPolicy.step` and the same gradients as a float64 log-space scan (tests/test_train.py
-checks both against tests/sequence_oracle.py).
+checks both against tests/sequence_oracle.py).  On float32 CPU tensors each layer's elementwise
+work, forward and backward, runs in C (MinGRULayer: one pass over memory where torch's expressions,
+kept for other devices, make a dozen), to the bits of those expressions.
 """
 from __future__ import annotations
 
+import functools
+from concurrent.futures import ThreadPoolExecutor
+
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
+from gcpipe._engine import ffi, lib
 from gcpipe.engine import PASS_ACTION
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.select import candidate
@@ -44,6 +51,74 @@ class LinearRecurrence(torch.autograd.Function):
         return grad_b * previous, grad_b, carry
 
 
+@functools.cache
+def torch_fuses_addcmul() -> bool:
+    """Whether torch's CPU addcmul rounds b + a * p once, as its vectorised kernels do (the
+    compiler fuses the multiply-add), or twice, as its scalar one does (ATEN_CPU_CAPABILITY=default).
+    (1 + 2^-12)^2 - 1 is 2^-11 + 2^-24 exactly, and 2^-11 with the product rounded first."""
+    one = torch.full((64,), 1.0 + 2.0 ** -12)
+    return bool((torch.addcmul(torch.full((64,), -1.0), one, one) != 2.0 ** -11).all())
+
+
+class _RowThreads:
+    """Runs a C kernel over the rows [0, B) of a batch split among torch's threads (cffi releases
+    the GIL, so the parts run at once); the kernels' rows are independent, so the split changes
+    no bit."""
+
+    def __init__(self):
+        self.pool, self.size = None, 0
+
+    def run(self, kernel, rows: int) -> None:
+        parts = max(1, min(torch.get_num_threads(), rows))
+        bounds = [rows * i // parts for i in range(parts + 1)]
+        if parts > 1 and self.size < parts - 1:
+            self.pool, self.size = ThreadPoolExecutor(parts - 1, thread_name_prefix="mingru"), parts - 1
+        others = [self.pool.submit(kernel, bounds[i], bounds[i + 1]) for i in range(1, parts)]
+        kernel(bounds[0], bounds[1])
+        for part in others:
+            part.result()
+
+
+_row_threads = _RowThreads()
+
+
+def _floats(t: Tensor):
+    return ffi.cast("float *", t.data_ptr())
+
+
+class MinGRULayer(torch.autograd.Function):
+    """x_out = x + sigmoid(p) * (s - x), s the MinGRU states of the layer's steps, from its
+    projection c = W x [T, B, 3H] (h | k | p), its input x [T, B, H], keep [T, B] and the
+    initial state [B, H] (already times keep[0]): mingru_layer_torch's expressions and autograd's
+    gradients of them, computed by csrc/gc_mingru.c in one pass over memory for the forward and
+    one for the backward, to the same bits (tests/test_train.py; at 1 or 2 threads, where torch's
+    sigmoid agrees with itself).  Float32 CPU tensors, contiguous."""
+
+    @staticmethod
+    def forward(ctx, c: Tensor, x: Tensor, keep: Tensor, initial: Tensor) -> Tensor:
+        steps, batch, hidden = x.shape
+        sig = torch.sigmoid(c)
+        s, x_out = torch.empty_like(x), torch.empty_like(x)
+        fused = torch_fuses_addcmul()
+        pointers = [_floats(t) for t in (c, sig, x, keep, initial, s, x_out)]
+        _row_threads.run(lambda first, end: lib.gc_mingru_forward(steps, batch, hidden, first, end, fused,
+                                                                  *pointers), batch)
+        ctx.save_for_backward(c, sig, x, keep, initial, s)
+        return x_out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out: Tensor) -> tuple[Tensor, Tensor, None, None]:
+        c, sig, x, keep, initial, s = ctx.saved_tensors
+        steps, batch, hidden = x.shape
+        grad_out = grad_out.contiguous()
+        grad_c, grad_x, carry = torch.empty_like(c), torch.empty_like(x), torch.empty_like(initial)
+        pointers = [_floats(t) for t in (c, sig, x, keep, initial, s, grad_out, grad_c, grad_x, carry)]
+        _row_threads.run(lambda first, end: lib.gc_mingru_backward(steps, batch, hidden, first, end, *pointers),
+                         batch)
+        return grad_c, grad_x, None, None
+
+
 class DecoderColumns(torch.autograd.Function):
     """The decoder's time-major output [T, B, A+1] seen batch-major as logits [B, T, A], the pass
     logit [B, T] (column PASS_ACTION, the COIN rows' value with `side_value`) and the value [B, T].
@@ -69,20 +144,33 @@ class DecoderColumns(torch.autograd.Function):
         return grad
 
 
+def mingru_layer(c: Tensor, x: Tensor, keep: Tensor, initial: Tensor) -> Tensor:
+    """One MinGRU layer's output x + sigmoid(p) * (s - x) over T steps from its projection c = W x
+    [T, B, 3H] (h | k | p), its input x [T, B, H], keep [T, B, 1] (0 where the state resets before
+    the step) and the state before step 0 [B, H]: in C (MinGRULayer) for float32 CPU tensors,
+    else torch's expressions (mingru_layer_torch); the same bits either way (MinGRULayer)."""
+    if c.device.type == "cpu" and c.dtype == x.dtype == torch.float32:
+        return MinGRULayer.apply(c.contiguous(), x.contiguous(), keep.squeeze(-1).contiguous(),
+                                 (initial * keep[0]).contiguous())
+    return mingru_layer_torch(c, x, keep, initial)
+
+
+def mingru_layer_torch(c: Tensor, x: Tensor, keep: Tensor, initial: Tensor) -> Tensor:
+    h, k, p = c.split(x.shape[-1], dim=-1)
+    z = torch.sigmoid(k)
+    g = candidate(h, torch.sigmoid(h))
+    s = LinearRecurrence.apply((1.0 - z) * keep, z * g, initial * keep[0])
+    return x + torch.sigmoid(p) * (s - x)
+
+
 def forward_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """obs [B, T, 120], state [L, B, H] (before step 0), starts [B, T] bool (state zeroed before
     that step) -> (logits [B, T, 256], values [B, T], pass logits [B, T]): the logits and values of
     stepping the policy T times, zeroing the state before the steps where `starts` is set; the pass
     logit (also logits[..., PASS_ACTION]) apart, for `side_value`'s COIN rows."""
-    hidden = policy.hidden
     keep = (~starts.T).unsqueeze(-1).to(torch.float32)            # [T, B, 1]: 0 where the state resets
     x = policy.encoder(obs.transpose(0, 1).to(torch.float32))      # [T, B, H], time-major
     for layer, gru in enumerate(policy.grus):
-        c = gru(x)
-        h, k, p = c.split(hidden, dim=-1)
-        z = torch.sigmoid(k)
-        g = candidate(h, torch.sigmoid(h))
-        s = LinearRecurrence.apply((1.0 - z) * keep, z * g, state[layer] * keep[0])
-        x = x + torch.sigmoid(p) * (s - x)
+        x = mingru_layer(gru(x), x, keep, state[layer])
     logits, pass_logits, values = DecoderColumns.apply(policy.decoder(x))
     return logits, values, pass_logits
