@@ -1,5 +1,6 @@
 """PPO training: the numerical pieces against hand-computed values, the self-play bookkeeping,
 the run folder (checkpoint cadence, names, layouts, no-op rerun), exact resume, and learning."""
+import ctypes
 import csv
 import json
 import math
@@ -17,6 +18,7 @@ from gcpipe.cli import app
 from gcpipe.config import run_config
 from gcpipe.engine import COIN, GUERRILLA
 from gcpipe.errors import UserError
+from gcpipe.heap import keep_freed_blocks
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.select import mask_logits
 from gcpipe.train.bench import bench_train, flops_per_step, forward_flops
@@ -259,6 +261,20 @@ def test_the_c_mingru_layer_matches_torchs_scalar_kernels_too():
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test], env=env,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:]
+
+
+def test_freed_blocks_of_several_mib_are_reused_not_given_back_to_the_kernel():
+    """By default glibc maps a 24 MiB block of its own and unmaps it when freed (the next one lies
+    elsewhere, in fresh pages); with keep_freed_blocks the next takes the freed one's place."""
+    if not keep_freed_blocks():
+        pytest.skip("no glibc mallopt")
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+    first = libc.malloc(24 << 20)
+    libc.free(first)
+    second = libc.malloc(24 << 20)
+    libc.free(second)
+    assert first == second
 
 
 def test_decoder_columns_give_autograds_slicing_gradient_bit_for_bit():

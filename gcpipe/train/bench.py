@@ -10,6 +10,7 @@ from dataclasses import replace
 import torch
 
 from gcpipe.errors import UserError, is_int
+from gcpipe.heap import keep_freed_blocks
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.train.config import TrainConfig, make_config
 from gcpipe.train.ppo import PPO
@@ -71,6 +72,7 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
     if run is not None and run.algorithm != "ppo":
         raise UserError(f"bench train measures PPO; this run's algorithm is {run.algorithm!r}")
     torch.set_num_threads(threads)
+    keep_freed_blocks()          # as `gcpipe train` does
     config = replace(run, total_timesteps=10**12) if run is not None else make_config(
         dict(num_envs=num_envs, horizon=horizon, selfplay=selfplay, train_slot_1=train_slot_1,
              minibatch_size=min(8192, num_envs * horizon) // horizon * horizon,

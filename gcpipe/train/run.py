@@ -40,6 +40,7 @@ from gcpipe import paths
 from gcpipe.engine import COIN, GUERRILLA, SIDE_NAMES
 from gcpipe.engine.vecenv import LOG_FIELDS
 from gcpipe.errors import UserError
+from gcpipe.heap import keep_freed_blocks
 from gcpipe.io import (atomic_write_json, checksum_path, checksum_problem, keep_previous, locked_folder,
                        remove_stale_temps, write_checked)
 from gcpipe.nn import checkpoint
@@ -73,6 +74,7 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
             raise UserError(f"--threads must be positive, got {threads}")
         torch.set_num_threads(threads)
     say = echo or _stderr
+    keep_freed_blocks()
     device = torch_device(config, where=f"run {run}")
     init_path = Path(init) if init is not None else paths.final_checkpoint(config.init_run) if config.init_run else None
     init_checkpoint = checkpoint.load(init_path) if init_path is not None else None
