@@ -18,7 +18,7 @@ from gcpipe.cli import app
 from gcpipe.config import run_config
 from gcpipe.engine import COIN, GUERRILLA
 from gcpipe.errors import UserError
-from gcpipe.heap import keep_freed_blocks
+from gcpipe.train.heap import keep_freed_blocks
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.select import mask_logits
 from gcpipe.train.bench import bench_train, flops_per_step, forward_flops

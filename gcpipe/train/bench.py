@@ -10,7 +10,7 @@ from dataclasses import replace
 import torch
 
 from gcpipe.errors import UserError, is_int
-from gcpipe.heap import keep_freed_blocks
+from gcpipe.train.heap import keep_freed_blocks
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.train.config import TrainConfig, make_config
 from gcpipe.train.ppo import PPO

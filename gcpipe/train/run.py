@@ -40,7 +40,7 @@ from gcpipe import paths
 from gcpipe.engine import COIN, GUERRILLA, SIDE_NAMES
 from gcpipe.engine.vecenv import LOG_FIELDS
 from gcpipe.errors import UserError
-from gcpipe.heap import keep_freed_blocks
+from gcpipe.train.heap import keep_freed_blocks
 from gcpipe.io import (atomic_write_json, checksum_path, checksum_problem, keep_previous, locked_folder,
                        remove_stale_temps, write_checked)
 from gcpipe.nn import checkpoint
