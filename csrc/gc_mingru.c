@@ -1,4 +1,5 @@
 #include "gc_mingru.h"
+#include "gc_select.h"
 #include <math.h>
 #include <string.h>
 
@@ -11,24 +12,13 @@
 #define HAS_AVX2() 1
 #endif
 
-/* a where keep is set, else b, without a branch (gc_select.c's choose). */
-static inline float choose(int keep, float a, float b) {
-    uint32_t ua, ub, m = -(uint32_t)(keep != 0);
-    memcpy(&ua, &a, 4);
-    memcpy(&ub, &b, 4);
-    uint32_t u = (ua & m) | (ub & ~m);
-    float out;
-    memcpy(&out, &u, 4);
-    return out;
-}
-
 /* One step's row: the torch expressions of sequence.py, operation for operation. */
 static inline void forward_row(int H, int fused, const float *restrict c, const float *restrict sig,
                                const float *restrict x, float keep, const float *restrict previous,
                                float *restrict s, float *restrict x_out) {
     for (int j = 0; j < H; j++) {
         float h = c[j], z = sig[H + j], sp = sig[2 * H + j];
-        float g = choose(h >= 0.0f, h + 0.5f, sig[j]);
+        float g = gc_candidate_of(h, sig[j]);
         float a = (1.0f - z) * keep, b = z * g;
         float st = fused ? fmaf(a, previous[j], b) : b + a * previous[j];
         s[j] = st;
@@ -83,12 +73,12 @@ static inline void backward_row(int H, const float *restrict c, const float *res
         grad_c[2 * H + j] = gsp * (1.0f - sp) * sp;
         float gs = gd + carry[j];                       /* the gradient of s_t, later steps included */
         carry[j] = ((1.0f - z) * keep) * gs;
-        float gz = gs * choose(h >= 0.0f, h + 0.5f, sh) + (-((gs * previous[j]) * keep));
+        float gz = gs * gc_candidate_of(h, sh) + (-((gs * previous[j]) * keep));
         grad_c[H + j] = gz * (1.0f - z) * z;
         float gg = gs * z;
         int linear = h >= 0.0f;
-        float gsh = choose(linear, 0.0f, gg);
-        grad_c[j] = choose(linear, gg, 0.0f) + gsh * (1.0f - sh) * sh;
+        float gsh = gc_choose(linear, 0.0f, gg);
+        grad_c[j] = gc_choose(linear, gg, 0.0f) + gsh * (1.0f - sh) * sh;
     }
 }
 

@@ -1,17 +1,4 @@
 #include "gc_select.h"
-#include <string.h>
-
-/* a where keep is set, else b, by bit masks: no branch (the conditions are random signs and
- * masks, which a branch mispredicts half the time) and vectorised by the compiler. */
-static inline float choose(int keep, float a, float b) {
-    uint32_t ua, ub, m = -(uint32_t)(keep != 0);
-    memcpy(&ua, &a, 4);
-    memcpy(&ub, &b, 4);
-    uint32_t u = (ua & m) | (ub & ~m);
-    float out;
-    memcpy(&out, &u, 4);
-    return out;
-}
 
 void gc_mask_logits(int n1, int n2, int cols, const float *logits, int64_t stride1, int64_t stride2,
                     const uint8_t *mask, float illegal, float *out) {
@@ -21,12 +8,12 @@ void gc_mask_logits(int n1, int n2, int cols, const float *logits, int64_t strid
             int64_t base = ((int64_t)i * n2 + j) * cols;
             const uint8_t *m = mask + base;
             float *o = out + base;
-            for (int c = 0; c < cols; c++) o[c] = choose(m[c], row[c], illegal);
+            for (int c = 0; c < cols; c++) o[c] = gc_choose(m[c], row[c], illegal);
         }
 }
 
 void gc_mask_grad(int64_t n, const uint8_t *mask, const float *grad, float *out) {
-    for (int64_t k = 0; k < n; k++) out[k] = choose(mask[k], grad[k], 0.0f);
+    for (int64_t k = 0; k < n; k++) out[k] = gc_choose(mask[k], grad[k], 0.0f);
 }
 
 void gc_candidate(int64_t rows, int cols, const float *h, int64_t h_stride, const float *sigmoid_h,
@@ -34,7 +21,7 @@ void gc_candidate(int64_t rows, int cols, const float *h, int64_t h_stride, cons
     for (int64_t r = 0; r < rows; r++) {
         const float *hr = h + r * h_stride, *sr = sigmoid_h + r * sigmoid_stride;
         float *o = out + r * cols;
-        for (int c = 0; c < cols; c++) o[c] = choose(hr[c] >= 0.0f, hr[c] + 0.5f, sr[c]);
+        for (int c = 0; c < cols; c++) o[c] = gc_candidate_of(hr[c], sr[c]);
     }
 }
 
@@ -45,8 +32,8 @@ void gc_candidate_grad(int64_t rows, int cols, const float *h, int64_t h_stride,
         float *gh = grad_h + r * cols, *gs = grad_sigmoid + r * cols;
         for (int c = 0; c < cols; c++) {
             int keep = hr[c] >= 0.0f;
-            gh[c] = choose(keep, g[c], 0.0f);
-            gs[c] = choose(keep, 0.0f, g[c]);
+            gh[c] = gc_choose(keep, g[c], 0.0f);
+            gs[c] = gc_choose(keep, 0.0f, g[c]);
         }
     }
 }

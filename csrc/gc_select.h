@@ -7,6 +7,24 @@
 #ifndef GC_SELECT_H
 #define GC_SELECT_H
 #include <stdint.h>
+#include <string.h>
+
+/* a where keep is set, else b, by bit masks: no branch (the conditions are random signs and
+ * masks, which a branch mispredicts half the time) and vectorised by the compiler. */
+static inline float gc_choose(int keep, float a, float b) {
+    uint32_t ua, ub, m = -(uint32_t)(keep != 0);
+    memcpy(&ua, &a, 4);
+    memcpy(&ub, &b, 4);
+    uint32_t u = (ua & m) | (ub & ~m);
+    float out;
+    memcpy(&out, &u, 4);
+    return out;
+}
+
+/* g(h) of model.md §1 from h and torch's sigmoid of h: h + 0.5 for h >= 0, else sigmoid(h). */
+static inline float gc_candidate_of(float h, float sigmoid_h) {
+    return gc_choose(h >= 0.0f, h + 0.5f, sigmoid_h);
+}
 
 /* out[i][j][c] = mask[i][j][c] ? logits row (i, j)[c] : illegal; mask and out are contiguous
  * [n1][n2][cols]. */

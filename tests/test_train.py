@@ -186,13 +186,20 @@ def test_muon_orthogonalises_matrices_and_steps_vectors_with_plain_momentum():
     assert singular.min() > 0.9 and singular.max() < 1.15
 
 
-def test_fast_segment_forward_equals_stepping_the_network():
-    generator = torch.Generator().manual_seed(2)
+def random_segments(seed: int, batch: int, horizon: int):
+    """A random network and a batch of segments for it: (model, obs, state, starts, generator), the
+    states reset before a fifth of the steps."""
+    generator = torch.Generator().manual_seed(seed)
     model = MinGRUPolicy(generator=generator)
-    batch, horizon = 5, 9
     obs = torch.randint(0, 3, (batch, horizon, 120), dtype=torch.uint8, generator=generator)
     state = torch.rand(2, batch, 128, generator=generator)
     starts = torch.rand(batch, horizon, generator=generator) < 0.2
+    return model, obs, state, starts, generator
+
+
+def test_fast_segment_forward_equals_stepping_the_network():
+    batch, horizon = 5, 9
+    model, obs, state, starts, generator = random_segments(2, batch, horizon)
     starts[0, 0] = True
     logits, values, pass_logits = forward_segments(model, obs, state, starts)
     assert torch.equal(pass_logits, logits[..., PASS])
@@ -215,12 +222,8 @@ def test_fast_segment_forward_equals_stepping_the_network():
 def segment_outputs_and_gradients(layer, threads: int) -> list:
     """forward_segments' outputs and parameter gradients with `layer` as its MinGRU layer, on a
     batch with state resets, split among `threads` threads."""
-    generator = torch.Generator().manual_seed(6)
-    model = MinGRUPolicy(generator=generator)
     batch, horizon = 37, 19
-    obs = torch.randint(0, 3, (batch, horizon, 120), dtype=torch.uint8, generator=generator)
-    state = torch.rand(2, batch, 128, generator=generator)
-    starts = torch.rand(batch, horizon, generator=generator) < 0.2
+    model, obs, state, starts, generator = random_segments(6, batch, horizon)
     weights, value_weights = torch.randn(batch, horizon, 256, generator=generator), torch.randn(batch, horizon,
                                                                                         generator=generator)
     previous_layer, previous_threads = sequence.mingru_layer, torch.get_num_threads()
