@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -264,6 +265,21 @@ def test_the_c_mingru_layer_matches_torchs_scalar_kernels_too():
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test], env=env,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:]
+
+
+def test_a_forked_child_splits_rows_over_threads_of_its_own():
+    """A forked process has the parent's row-thread pool object but not its threads; work handed
+    to them would never run."""
+    torch.set_num_threads(2)                 # (the one_thread fixture restores the count)
+    sequence.run_rows(lambda first, end: None, 4)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)                     # a hang ends the child, not the test run
+        parts = []
+        sequence.run_rows(lambda first, end: parts.append((first, end)), 4)
+        os._exit(0 if sorted(parts) == [(0, 2), (2, 4)] else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_freed_blocks_of_several_mib_are_reused_not_given_back_to_the_kernel():

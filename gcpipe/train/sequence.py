@@ -13,6 +13,7 @@ kept for other devices, make a dozen), to the bits of those expressions.
 from __future__ import annotations
 
 import functools
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -66,12 +67,20 @@ class _RowThreads:
     no bit."""
 
     def __init__(self):
+        self.pool: ThreadPoolExecutor | None = None
+        self.size = 0
+        # A forked child has the pool object but none of its threads: it makes its own.
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
         self.pool, self.size = None, 0
 
     def run(self, kernel, rows: int) -> None:
         parts = max(1, min(torch.get_num_threads(), rows))
         bounds = [rows * i // parts for i in range(parts + 1)]
         if parts > 1 and self.size < parts - 1:
+            if self.pool is not None:
+                self.pool.shutdown(wait=False)
             self.pool, self.size = ThreadPoolExecutor(parts - 1, thread_name_prefix="mingru"), parts - 1
         others = [self.pool.submit(kernel, bounds[i], bounds[i + 1]) for i in range(1, parts)]
         kernel(bounds[0], bounds[1])
@@ -80,6 +89,11 @@ class _RowThreads:
 
 
 _row_threads = _RowThreads()
+
+
+def run_rows(kernel, rows: int) -> None:
+    """kernel(first, end) over the rows [0, rows), split among torch's threads."""
+    _row_threads.run(kernel, rows)
 
 
 def _floats(t: Tensor):
@@ -101,7 +115,7 @@ class MinGRULayer(torch.autograd.Function):
         s, x_out = torch.empty_like(x), torch.empty_like(x)
         fused = torch_fuses_addcmul()
         pointers = [_floats(t) for t in (c, sig, x, keep, initial, s, x_out)]
-        _row_threads.run(lambda first, end: lib.gc_mingru_forward(steps, batch, hidden, first, end, fused,
+        run_rows(lambda first, end: lib.gc_mingru_forward(steps, batch, hidden, first, end, fused,
                                                                   *pointers), batch)
         ctx.save_for_backward(c, sig, x, keep, initial, s)
         return x_out
@@ -114,7 +128,7 @@ class MinGRULayer(torch.autograd.Function):
         grad_out = grad_out.contiguous()
         grad_c, grad_x, carry = torch.empty_like(c), torch.empty_like(x), torch.empty_like(initial)
         pointers = [_floats(t) for t in (c, sig, x, keep, initial, s, grad_out, grad_c, grad_x, carry)]
-        _row_threads.run(lambda first, end: lib.gc_mingru_backward(steps, batch, hidden, first, end, *pointers),
+        run_rows(lambda first, end: lib.gc_mingru_backward(steps, batch, hidden, first, end, *pointers),
                          batch)
         return grad_c, grad_x, None, None
 
@@ -149,7 +163,7 @@ def mingru_layer(c: Tensor, x: Tensor, keep: Tensor, initial: Tensor) -> Tensor:
     [T, B, 3H] (h | k | p), its input x [T, B, H], keep [T, B, 1] (0 where the state resets before
     the step) and the state before step 0 [B, H]: in C (MinGRULayer) for float32 CPU tensors,
     else torch's expressions (mingru_layer_torch); the same bits either way (MinGRULayer)."""
-    if c.device.type == "cpu" and c.dtype == x.dtype == torch.float32:
+    if all(t.device.type == "cpu" and t.dtype == torch.float32 for t in (c, x, keep, initial)):
         return MinGRULayer.apply(c.contiguous(), x.contiguous(), keep.squeeze(-1).contiguous(),
                                  (initial * keep[0]).contiguous())
     return mingru_layer_torch(c, x, keep, initial)
