@@ -12,7 +12,6 @@
  * the rows b in [first, end), so threads can share a batch. */
 #ifndef GC_MINGRU_H
 #define GC_MINGRU_H
-#include <stdint.h>
 
 /* s_t = a_t * s_{t-1} + b_t with a = (1 - z) * keep, b = z * g(h), z = sigmoid(k), then
  * x_out = x + sigmoid(p) * (s - x). */
@@ -20,7 +19,8 @@ void gc_mingru_forward(int T, int B, int H, int first, int end, int fused, const
                        const float *x, const float *keep, const float *initial, float *s, float *x_out);
 
 /* From grad_out (x_out's gradient): grad_c, and grad_x = the gradient of x through the highway
- * alone (the caller's autograd adds the projection's). */
+ * alone (the caller's autograd adds the projection's).  carry [B][H] is scratch, left holding the
+ * gradient of `initial`. */
 void gc_mingru_backward(int T, int B, int H, int first, int end, const float *c, const float *sig,
                         const float *x, const float *keep, const float *initial, const float *s,
                         const float *grad_out, float *grad_c, float *grad_x, float *carry);

@@ -3,7 +3,8 @@
  * only choose between their inputs (g's one sum, h + 0.5, is the same IEEE operation as torch's),
  * so the results are torch.where's bits; they exist because torch's CPU `where` runs a scalar loop,
  * several times slower than these.  Rows are `cols` contiguous floats; a row of a strided input
- * starts at row * stride, or for the logits at i * stride1 + j * stride2 (a transposed view). */
+ * starts at row * stride, or for the logits at i * stride1 + j * stride2 (a transposed view).
+ * gc_choose and gc_candidate_of are also the MinGRU layer pass's (gc_mingru.c). */
 #ifndef GC_SELECT_H
 #define GC_SELECT_H
 #include <stdint.h>

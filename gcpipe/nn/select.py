@@ -15,7 +15,8 @@ from gcpipe._engine import ffi, lib
 ILLEGAL_LOGIT = -1e4   # model.md §3: finite, so log-probs and entropy stay finite
 
 
-def _floats(t: Tensor):
+def floats(t: Tensor):
+    """A float * to the tensor's data for the C kernels."""
     return ffi.cast("float *", t.data_ptr())
 
 
@@ -42,8 +43,8 @@ def _row_stride(t: Tensor) -> int | None:
 
 def _candidate(h: Tensor, sigmoid_h: Tensor, h_stride: int, sigmoid_stride: int) -> Tensor:
     out = _empty(h.shape)
-    lib.gc_candidate(h.numel() // h.shape[-1], h.shape[-1], _floats(h), h_stride, _floats(sigmoid_h),
-                     sigmoid_stride, _floats(out))
+    lib.gc_candidate(h.numel() // h.shape[-1], h.shape[-1], floats(h), h_stride, floats(sigmoid_h),
+                     sigmoid_stride, floats(out))
     return out
 
 
@@ -60,8 +61,8 @@ class _Candidate(torch.autograd.Function):
         (h,) = ctx.saved_tensors
         grad = grad.contiguous()
         grad_h, grad_sigmoid = _empty(h.shape), _empty(h.shape)
-        lib.gc_candidate_grad(h.numel() // h.shape[-1], h.shape[-1], _floats(h), ctx.h_stride, _floats(grad),
-                              _floats(grad_h), _floats(grad_sigmoid))
+        lib.gc_candidate_grad(h.numel() // h.shape[-1], h.shape[-1], floats(h), ctx.h_stride, floats(grad),
+                              floats(grad_h), floats(grad_sigmoid))
         return grad_h, grad_sigmoid, None, None
 
 
@@ -80,8 +81,8 @@ def _mask_logits(logits: Tensor, mask: Tensor) -> Tensor:
     out = _empty(logits.shape)
     n1, n2, stride1, stride2 = ((logits.shape[0], 1, logits.stride(0), 0) if logits.dim() == 2 else
                                 (logits.shape[0], logits.shape[1], logits.stride(0), logits.stride(1)))
-    lib.gc_mask_logits(n1, n2, logits.shape[-1], _floats(logits), stride1, stride2,
-                       ffi.cast("uint8_t *", mask.data_ptr()), ILLEGAL_LOGIT, _floats(out))
+    lib.gc_mask_logits(n1, n2, logits.shape[-1], floats(logits), stride1, stride2,
+                       ffi.cast("uint8_t *", mask.data_ptr()), ILLEGAL_LOGIT, floats(out))
     return out
 
 
@@ -97,7 +98,7 @@ class _MaskLogits(torch.autograd.Function):
         (mask,) = ctx.saved_tensors
         grad = grad.contiguous()
         out = _empty(grad.shape)
-        lib.gc_mask_grad(grad.numel(), ffi.cast("uint8_t *", mask.data_ptr()), _floats(grad), _floats(out))
+        lib.gc_mask_grad(grad.numel(), ffi.cast("uint8_t *", mask.data_ptr()), floats(grad), floats(out))
         return out, None
 
 

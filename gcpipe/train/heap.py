@@ -1,12 +1,13 @@
 """Keeps the C heap's freed blocks for reuse in long numeric runs (training, its benchmark).
 
-glibc's malloc returns each freed block above its mmap threshold to the kernel, and trims the
-heap's free top above a trim threshold; the next allocation of that size then faults in fresh
-pages, which the kernel zeroes.  A PPO update allocates and frees tensors of several MiB dozens of
-times per minibatch, on a machine whose memory bandwidth already bounds it: fixing the mmap
-threshold at glibc's largest (32 MiB on 64-bit) and trimming only above 1 GiB of free top made
-`gcpipe bench train` 3-6 % faster (README, Speed).  Values do not change: torch aligns every CPU
-allocation to 64 bytes wherever it comes from.  Elsewhere than glibc this does nothing."""
+glibc's malloc maps each block above its mmap threshold on its own and unmaps it when freed, and
+trims the heap's free top above a trim threshold; the next allocation of that size then faults in
+fresh pages, which the kernel zeroes.  The threshold adapts (it rises to the size of a freed mapped
+block, up to 32 MiB, and the trim threshold to twice that), but a PPO update allocates and frees
+tensors of several MiB dozens of times per minibatch, on a machine whose memory bandwidth already
+bounds it.  Fixing the mmap threshold at glibc's largest and trimming only above 1 GiB of free top
+made `gcpipe bench train` 5-6 % faster (README, Speed).  Values do not change: torch aligns every
+CPU allocation to 64 bytes wherever it comes from.  Elsewhere than glibc this does nothing."""
 from __future__ import annotations
 
 import ctypes

@@ -8,22 +8,23 @@ this is several times faster than autograd through T steps, and it gives the sam
 stepping `MinGRUPolicy.step` and the same gradients as a float64 log-space scan (tests/test_train.py
 checks both against tests/sequence_oracle.py).  On float32 CPU tensors each layer's elementwise
 work, forward and backward, runs in C (MinGRULayer: one pass over memory where torch's expressions,
-kept for other devices, make a dozen), to the bits of those expressions.
+kept for other devices, make a dozen), to the bits of those expressions at one or two threads.
 """
 from __future__ import annotations
 
 import functools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from gcpipe._engine import ffi, lib
+from gcpipe._engine import lib
 from gcpipe.engine import PASS_ACTION
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.nn.select import candidate
+from gcpipe.nn.select import candidate, floats
 
 
 class LinearRecurrence(torch.autograd.Function):
@@ -69,23 +70,27 @@ class _RowThreads:
     def __init__(self):
         self.pool: ThreadPoolExecutor | None = None
         self.size = 0
+        self.lock = threading.Lock()
         # A forked child has the pool object but none of its threads: it makes its own.
         os.register_at_fork(after_in_child=self._forget)
 
     def _forget(self) -> None:
-        self.pool, self.size = None, 0
+        self.pool, self.size, self.lock = None, 0, threading.Lock()
 
     def run(self, kernel, rows: int) -> None:
         parts = max(1, min(torch.get_num_threads(), rows))
         bounds = [rows * i // parts for i in range(parts + 1)]
-        if parts > 1 and self.size < parts - 1:
-            if self.pool is not None:
-                self.pool.shutdown(wait=False)
-            self.pool, self.size = ThreadPoolExecutor(parts - 1, thread_name_prefix="mingru"), parts - 1
-        others = [self.pool.submit(kernel, bounds[i], bounds[i + 1]) for i in range(1, parts)]
-        kernel(bounds[0], bounds[1])
-        for part in others:
-            part.result()
+        with self.lock:
+            if parts > 1 and self.size < parts - 1:
+                if self.pool is not None:
+                    self.pool.shutdown(wait=False)       # (its queued work still runs)
+                self.pool, self.size = ThreadPoolExecutor(parts - 1, thread_name_prefix="mingru"), parts - 1
+            others = [self.pool.submit(kernel, bounds[i], bounds[i + 1]) for i in range(1, parts)]
+        try:
+            kernel(bounds[0], bounds[1])
+        finally:                             # the others write into the caller's tensors: wait for them
+            for part in others:
+                part.result()
 
 
 _row_threads = _RowThreads()
@@ -94,10 +99,6 @@ _row_threads = _RowThreads()
 def run_rows(kernel, rows: int) -> None:
     """kernel(first, end) over the rows [0, rows), split among torch's threads."""
     _row_threads.run(kernel, rows)
-
-
-def _floats(t: Tensor):
-    return ffi.cast("float *", t.data_ptr())
 
 
 class MinGRULayer(torch.autograd.Function):
@@ -114,7 +115,7 @@ class MinGRULayer(torch.autograd.Function):
         sig = torch.sigmoid(c)
         s, x_out = torch.empty_like(x), torch.empty_like(x)
         fused = torch_fuses_addcmul()
-        pointers = [_floats(t) for t in (c, sig, x, keep, initial, s, x_out)]
+        pointers = [floats(t) for t in (c, sig, x, keep, initial, s, x_out)]
         run_rows(lambda first, end: lib.gc_mingru_forward(steps, batch, hidden, first, end, fused,
                                                                   *pointers), batch)
         ctx.save_for_backward(c, sig, x, keep, initial, s)
@@ -122,15 +123,16 @@ class MinGRULayer(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad_out: Tensor) -> tuple[Tensor, Tensor, None, None]:
+    def backward(ctx, grad_out: Tensor) -> tuple[Tensor, Tensor, None, Tensor | None]:
         c, sig, x, keep, initial, s = ctx.saved_tensors
         steps, batch, hidden = x.shape
         grad_out = grad_out.contiguous()
         grad_c, grad_x, carry = torch.empty_like(c), torch.empty_like(x), torch.empty_like(initial)
-        pointers = [_floats(t) for t in (c, sig, x, keep, initial, s, grad_out, grad_c, grad_x, carry)]
+        pointers = [floats(t) for t in (c, sig, x, keep, initial, s, grad_out, grad_c, grad_x, carry)]
         run_rows(lambda first, end: lib.gc_mingru_backward(steps, batch, hidden, first, end, *pointers),
                          batch)
-        return grad_c, grad_x, None, None
+        # carry ends as a_0 * (the gradient of s_0): the initial state's gradient, as LinearRecurrence's.
+        return grad_c, grad_x, None, carry if ctx.needs_input_grad[3] else None
 
 
 class DecoderColumns(torch.autograd.Function):
@@ -163,7 +165,11 @@ def mingru_layer(c: Tensor, x: Tensor, keep: Tensor, initial: Tensor) -> Tensor:
     [T, B, 3H] (h | k | p), its input x [T, B, H], keep [T, B, 1] (0 where the state resets before
     the step) and the state before step 0 [B, H]: in C (MinGRULayer) for float32 CPU tensors,
     else torch's expressions (mingru_layer_torch); the same bits either way (MinGRULayer)."""
-    if all(t.device.type == "cpu" and t.dtype == torch.float32 for t in (c, x, keep, initial)):
+    steps, batch, hidden = x.shape
+    if (all(t.device.type == "cpu" and t.dtype == torch.float32 for t in (c, x, keep, initial))
+            and c.shape == (steps, batch, 3 * hidden) and keep.shape == (steps, batch, 1)
+            and initial.shape == (batch, hidden) and not keep.requires_grad
+            and hidden % 32 == 0):   # (torch's sigmoid of an H-column slice then has no scalar tail)
         return MinGRULayer.apply(c.contiguous(), x.contiguous(), keep.squeeze(-1).contiguous(),
                                  (initial * keep[0]).contiguous())
     return mingru_layer_torch(c, x, keep, initial)
