@@ -8,6 +8,9 @@ from typer.core import TyperGroup
 
 from gcpipe import __version__, paths
 from gcpipe.errors import UserError
+from gcpipe.openmp import short_spin
+
+short_spin()   # before any command imports torch
 
 
 class _UserErrorsAsOneLine(TyperGroup):
@@ -380,6 +383,8 @@ def bench_train(envs: int = typer.Option(2048, "--envs", help="Environments (x2 
                 selfplay: bool = typer.Option(True, "--selfplay/--bot", help="Self-play (2 slots) or bot mode."),
                 train_slot_1: bool = typer.Option(False, "--train-slot-1", help="Also learn from slot 1."),
                 device: str = typer.Option("cpu", "--device", help="cpu, cuda or auto (the run setting `device`)."),
+                rollout_net: str = typer.Option(None, "--rollout-net", help="torch or c (the run setting "
+                                                "`rollout_net`; default torch, or --run's)."),
                 run_name: str = typer.Option(None, "--run", help="Measure this PPO run of --config instead (its "
                                                                  "settings replace --envs ... --device)."),
                 config: Path = typer.Option(None, "--config", help="Pipeline config holding --run.")):
@@ -392,7 +397,7 @@ def bench_train(envs: int = typer.Option(2048, "--envs", help="Environments (x2 
         raise UserError("--run and --config go together")
     settings = run_config(config, run_name) if run_name is not None else None
     for key, value in run(num_envs=envs, horizon=horizon, epochs=epochs, threads=threads, selfplay=selfplay,
-                          train_slot_1=train_slot_1, device=device, run=settings).items():
+                          train_slot_1=train_slot_1, device=device, rollout_net=rollout_net, run=settings).items():
         typer.echo(f"{key}: {value}" if isinstance(value, str) else
                    f"{key}: {value:,.0f}" if value >= 100 else f"{key}: {value:.3g}")
 

@@ -27,6 +27,7 @@ from gcpipe.train.config import TrainConfig, make_config, torch_device
 from gcpipe.train.evaluate import win_rate
 from gcpipe.train.muon import Muon, newton_schulz
 from gcpipe.train.ppo import PPO, inverse_cdf, sample_actions, vtrace_gae
+from gcpipe.train.rollout_net import RolloutNet
 from gcpipe.train.run import METRIC_FIELDS, checkpoint_name, train
 from gcpipe.train import sequence
 from gcpipe.train.sequence import DecoderColumns, forward_segments
@@ -78,6 +79,10 @@ def test_run_config_is_read_from_the_runs_mapping(tmp_path):
     ({"layout": "5d"}, "layout: '5d' is not one of 5c, 5c-bias, legacy"),
     ({"side": 1}, "side: 1 is not one of random, guerrilla, coin"),
     ({"device": "gpu"}, "device: 'gpu' is not one of cpu, cuda, auto"),
+    ({"rollout_net": "numpy"}, "rollout_net: 'numpy' is not one of torch, c"),
+    ({"rollout_net": "c", "device": "auto"}, "'rollout_net' c steps the rollout on the CPU; set 'device' cpu (got auto)"),
+    ({"rollout_net": "c", "algorithm": "expert"},
+     "'rollout_net' c is PPO's rollout step; algorithm 'expert' plays its games through the C network already"),
     ({"selfplay": "yes"}, "selfplay: must be true or false, got 'yes'"),
     ({"opponent": "alphazero"},
      "opponent: 'alphazero' is not one of random, greedy, mcts nor a mapping with keys guerrilla and coin"),
@@ -318,6 +323,16 @@ def test_freed_blocks_of_several_mib_stay_in_the_heap_for_reuse():
     assert probe("keep") == ["False", "True"]
 
 
+@pytest.mark.parametrize("preset, expected", [({}, "10000"), ({"GOMP_SPINCOUNT": "50"}, "50"),
+                                              ({"OMP_WAIT_POLICY": "passive"}, None)])
+def test_the_cli_shortens_openmps_spin_before_torch_loads_unless_the_user_chose(preset, expected):
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    probe = "import os, sys, gcpipe.cli; print(os.environ.get('GOMP_SPINCOUNT'), 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], env={**env, **preset}, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == [str(expected), "False"]       # libgomp reads it when torch loads: torch must not be loaded yet
+
+
 def test_decoder_columns_give_autograds_slicing_gradient_bit_for_bit():
     """DecoderColumns only moves data: its gradient is the one autograd's slices of the transposed
     output give, to the bit, with the pass column's two uses (a logit, a COIN value) summed."""
@@ -387,6 +402,48 @@ def _tiny(**settings) -> TrainConfig:
                 frozen_banks=2, checkpoint_interval=2, seed=5)
     base.update(settings)
     return make_config(base)
+
+
+def test_the_rollout_nets_c_step_is_the_networks_step_on_its_rows_alone():
+    torch.manual_seed(0)
+    model = MinGRUPolicy()
+    net = RolloutNet(rows=40, layers=2, hidden=128)
+    net.states.copy_(torch.rand(2, 40, 128))
+    before = net.states.clone()
+    rows = torch.tensor([3, 17, 5, 39, 0, 22, 8], dtype=torch.int32)
+    obs = torch.randint(0, 3, (len(rows), 120), dtype=torch.uint8)
+    logits, values, state = model.step(obs, before[:, rows.long()])
+    peeked = net.peek(model, rows, obs)
+    assert torch.equal(net.states, before)                       # peek leaves the states as they were
+    torch.set_num_threads(2)                                     # (rows split over two threads: the same bits)
+    stepped = net.step(model, rows, obs)
+    for c_out, torch_out in zip(stepped, (logits, values)):
+        assert c_out.shape == torch_out.shape
+        torch.testing.assert_close(c_out, torch_out, rtol=1e-5, atol=1e-5)   # another summation order
+    assert all(torch.equal(a, b) for a, b in zip(stepped, peeked))
+    torch.testing.assert_close(net.states[:, rows.long()], state, rtol=1e-5, atol=1e-5)
+    others = torch.ones(40, dtype=torch.bool)
+    others[rows.long()] = False
+    assert torch.equal(net.states[:, others], before[:, others])   # the other rows' states untouched
+
+
+def test_a_ppo_epoch_with_the_c_rollout_step_plays_what_the_torch_step_plays():
+    # Same seed, same draws: the C step's logits differ from torch's in the last bits only, so the
+    # epoch's actions are the same and its log-probs and values agree to float32 rounding - over
+    # every tick, the frozen snapshots' rows and the games' resets included.
+    epochs = {}
+    for rollout_net in ("torch", "c"):
+        ppo = PPO(_tiny(rollout_net=rollout_net, num_envs=16, horizon=160, minibatch_size=160))
+        ppo.collect()
+        epochs[rollout_net] = ppo
+        ppo.close()
+    torch_epoch, c_epoch = epochs["torch"], epochs["c"]
+    assert torch_epoch.buf_terminals.sum() > 0                    # games ended and restarted inside the epoch
+    assert torch.equal(c_epoch.buf_actions, torch_epoch.buf_actions)
+    for name in ("buf_logprobs", "buf_values", "buf_bootstrap", "buf_initial_state"):
+        torch.testing.assert_close(getattr(c_epoch, name), getattr(torch_epoch, name), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(c_epoch.state, torch_epoch.state, rtol=1e-4, atol=1e-5)
+    assert not torch.equal(c_epoch.buf_values, torch_epoch.buf_values)   # (it is the C step that ran)
 
 
 def test_selfplay_slots_passes_rewards_and_pool_swaps_at_boundaries():
@@ -659,7 +716,8 @@ def test_legacy_baseline_run_writes_the_legacy_layout(tmp_path):
     assert sorted(p.name for p in (out / "checkpoints").glob("*.bin")) == [checkpoint_name(128), checkpoint_name(256)]
 
 
-@pytest.mark.parametrize("bots", [{}, {"bot_fraction": {"guerrilla": 0.2, "coin": 0.1}}], ids=["selfplay", "bots_per_side"])
+@pytest.mark.parametrize("bots", [{}, {"bot_fraction": {"guerrilla": 0.2, "coin": 0.1}}, {"rollout_net": "c"}],
+                         ids=["selfplay", "bots_per_side", "rollout_net_c"])
 def test_resumed_run_matches_an_uninterrupted_one(tmp_path, bots):
     settings = dict(total_timesteps=10 * 2 * 16 * 6, checkpoint_interval=2, **bots)        # 6 epochs
     whole = train("r", _tiny(**settings), tmp_path / "whole", echo=lambda line: None)

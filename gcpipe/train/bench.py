@@ -5,7 +5,6 @@ multiplies the training's matrices here."""
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import torch
 
@@ -59,13 +58,14 @@ def matmul_gflops(policy: MinGRUPolicy, rows: int, seconds: float = 0.5) -> floa
 
 def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, threads: int = 2,
                 selfplay: bool = True, train_slot_1: bool = False, warmup: int = 1, seed: int = 42,
-                device: str = "cpu", run: TrainConfig | None = None) -> dict:
+                device: str = "cpu", rollout_net: str | None = None, run: TrainConfig | None = None) -> dict:
     """Runs `warmup` untimed then `epochs` timed epochs of the default model (H=128, L=2) and
     returns steps/s overall and per phase (a step is one slot's decision, as in training), the
     GFLOP/s each phase reaches, torch's matmul rate at the rollout's shapes, and the steps/s that
     rate would allow if the whole epoch were its matrix work (the roofline).  With `run` (a PPO
     run's settings, e.g. the candidate's with its sparring bots) those settings replace the others
-    but `epochs`, `warmup` and `threads`."""
+    but `epochs`, `warmup` and `threads`.  `rollout_net` (the run setting, torch or c) applies to
+    either; None keeps the run's (torch without a run)."""
     for flag, value in (("--horizon", horizon), ("--envs", num_envs), ("--epochs", epochs), ("--threads", threads)):
         if not is_int(value) or value < 1:
             raise UserError(f"{flag} must be an integer >= 1, got {value!r}")
@@ -73,10 +73,14 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
         raise UserError(f"bench train measures PPO; this run's algorithm is {run.algorithm!r}")
     torch.set_num_threads(threads)
     keep_freed_blocks()          # as `gcpipe train` does
-    config = replace(run, total_timesteps=10**12) if run is not None else make_config(
-        dict(num_envs=num_envs, horizon=horizon, selfplay=selfplay, train_slot_1=train_slot_1,
-             minibatch_size=min(8192, num_envs * horizon) // horizon * horizon,
-             total_timesteps=10**12, seed=seed, device=device), where="bench train")
+    if run is not None:
+        settings = {**run.to_dict(), "total_timesteps": 10**12}
+    else:
+        settings = dict(num_envs=num_envs, horizon=horizon, selfplay=selfplay, train_slot_1=train_slot_1,
+                        minibatch_size=min(8192, num_envs * horizon) // horizon * horizon,
+                        total_timesteps=10**12, seed=seed, device=device)
+    config = make_config({**settings, **({} if rollout_net is None else {"rollout_net": rollout_net})},
+                         where="bench train")
     ppo = PPO(config)
     # CUDA work is asynchronous: each phase is timed to its end.
     finish = torch.cuda.synchronize if ppo.device.type == "cuda" else (lambda: None)
@@ -105,4 +109,5 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
             "update_gflops": steps * flops["update"] / update / 1e9,
             "matmul_gflops": peak,
             "roofline_agent_steps_per_s": peak * 1e9 / (flops["rollout"] + flops["update"]),
-            "steps_per_epoch": config.steps_per_epoch, "threads": threads, "device": ppo.device.type}
+            "steps_per_epoch": config.steps_per_epoch, "threads": threads, "device": ppo.device.type,
+            "rollout_net": config.rollout_net}

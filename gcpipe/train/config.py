@@ -116,6 +116,7 @@ class TrainConfig:
     eval_games: int  # games per side in each evaluation
     seed: int
     device: str  # cpu | cuda | auto: where training's torch work runs (torch_device)
+    rollout_net: str  # torch | c: PPO's rollout network step (gcpipe/train/rollout_net.py)
     max_epochs: int  # stop (without final.bin) after this many epochs; 0 = no limit
 
     @property
@@ -228,6 +229,12 @@ def make_config(settings: dict | None = None, where: str = "run config") -> Trai
 
 def _check_across(config: TrainConfig, where: str) -> None:
     """The rules that span several settings."""
+    if config.rollout_net == "c" and config.algorithm != "ppo":
+        raise UserError(f"{where}: 'rollout_net' c is PPO's rollout step; algorithm '{config.algorithm}' plays its "
+                        f"games through the C network already, so leave it torch")
+    if config.rollout_net == "c" and config.device != "cpu":
+        raise UserError(f"{where}: 'rollout_net' c steps the rollout on the CPU; set 'device' cpu (got "
+                        f"{config.device})")
     if config.algorithm != "ppo":
         if not config.selfplay:
             raise UserError(f"{where}: algorithm '{config.algorithm}' plays self-play games; set selfplay true")

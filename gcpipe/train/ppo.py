@@ -12,6 +12,9 @@ of the current-policy envs when `train_slot_1` is set.
 
 A segment is one trained row over the `horizon` ticks of an epoch; it starts from the recurrent
 state the row had when the epoch began.
+
+The rollout steps the network in torch, or with `rollout_net: c` through the play-time C network
+(gcpipe/train/rollout_net.py); the update is torch's either way.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from gcpipe.nn.select import mask_logits
 from gcpipe.train.config import TrainConfig, torch_device
 from gcpipe.train.muon import Muon
 from gcpipe.train.pool import OpponentPool
+from gcpipe.train.rollout_net import RolloutNet
 from gcpipe.train.sequence import forward_segments
 
 COIN_VALUE_ROW = PASS_ACTION   # the pass logit, read as the COIN rows' value with `side_value` (config.py)
@@ -146,7 +150,14 @@ class PPO:
             self.pool = OpponentPool(c.pool_size, c.num_historical_envs, c.frozen_banks, c.seed,
                                      lambda: make_policy(c).to(device))
             self.pool.add(0, self.policy)
-        self.state = self.policy.initial_state(num_rows)    # recurrent state of every row
+        # The recurrent state of every row: torch's [L, rows, H], or with `rollout_net: c` the
+        # same view of the C step's states.
+        self.rollout_net = None
+        if c.rollout_net == "c":
+            self.rollout_net = RolloutNet(num_rows, self.policy.layers, self.policy.hidden)
+            self.state = self.rollout_net.states
+        else:
+            self.state = self.policy.initial_state(num_rows)
         self._allocate_buffers()
 
     def _assign_rows(self) -> None:
@@ -165,6 +176,7 @@ class PPO:
             is_trained |= is_current
         # Row indices on the CPU (the env buffers') and on the device (the network's tensors).
         self.current_rows_cpu = torch.nonzero(is_current).view(-1)
+        self.current_rows_int32 = self.current_rows_cpu.to(torch.int32)     # (the C step's slots)
         self.current_rows = self.current_rows_cpu.to(self.device)
         self.trained_rows = torch.nonzero(is_trained).view(-1).to(self.device)
         self.historical_rows_device = self.historical_rows.to(self.device)
@@ -198,6 +210,8 @@ class PPO:
         """Plays one epoch (horizon ticks of every env) and fills the buffers."""
         c = self.config
         guerrilla_scale, coin_scale = c.shaping_scales(self.epoch)
+        if self.rollout_net is not None:
+            self.rollout_net.compile(self.policy)      # this epoch's weights
         self.buf_initial_state.copy_(self.state[:, self.trained_rows])
         for t in range(c.horizon):
             # The env's observations on the network's device (the same tensors on the CPU).
@@ -207,14 +221,19 @@ class PPO:
             rows = None if self.all_current else self.current_rows
             obs = all_obs if rows is None else all_obs.index_select(0, rows)
             mask = all_masks if rows is None else all_masks.index_select(0, rows)
-            state = self.state if rows is None else self.state.index_select(1, rows)
-            logits, values, state = self.policy.step(obs, state)
+            if self.rollout_net is not None:
+                logits, values = self.rollout_net.step(self.policy, self.current_rows_int32, obs)
+            else:
+                state = self.state if rows is None else self.state.index_select(1, rows)
+                logits, values, state = self.policy.step(obs, state)
+                if rows is None:
+                    self.state = state
+                else:
+                    self.state.index_copy_(1, rows, state)
             actions, logprobs = sample_actions(mask_logits(logits, mask), self.draws)
             if rows is None:
-                self.state = state
                 self.actions.copy_(actions)
             else:
-                self.state.index_copy_(1, rows, state)
                 self.actions[self.current_rows_cpu] = actions.to("cpu", torch.int32)
             pick = None if self.all_trained and rows is None else self.trained_in_current
             take = (lambda x: x) if pick is None else (lambda x: x.index_select(0, pick))
@@ -233,8 +252,11 @@ class PPO:
                 for model, envs in self.pool.groups():
                     envs = torch.from_numpy(envs)
                     rows_h = self.historical_rows_device[envs.to(self.device)]
-                    logits, _, state = model.step(all_obs.index_select(0, rows_h), self.state.index_select(1, rows_h))
-                    self.state.index_copy_(1, rows_h, state)
+                    if self.rollout_net is not None:
+                        logits, _ = self.rollout_net.step(model, rows_h.to(torch.int32), all_obs.index_select(0, rows_h))
+                    else:
+                        logits, _, state = model.step(all_obs.index_select(0, rows_h), self.state.index_select(1, rows_h))
+                        self.state.index_copy_(1, rows_h, state)
                     self.actions[self.historical_rows[envs]] = sample_actions(
                         mask_logits(logits, all_masks.index_select(0, rows_h)), self.draws)[0].to("cpu", torch.int32)
 
@@ -262,8 +284,11 @@ class PPO:
                     self.pool.episodes_ended(ended)
 
         # The value after the last step, for the segments' bootstrap.
-        logits, values, _ = self.policy.step(self.obs.to(self.device)[self.trained_rows],
-                                             self.state[:, self.trained_rows])
+        obs = self.obs.to(self.device)[self.trained_rows]
+        if self.rollout_net is not None:
+            logits, values = self.rollout_net.peek(self.policy, self.trained_rows.to(torch.int32), obs)
+        else:
+            logits, values, _ = self.policy.step(obs, self.state[:, self.trained_rows])
         coin = self._coin_rows()[self.trained_rows] if self.side_value else None
         self.buf_bootstrap.copy_(side_values(logits[:, COIN_VALUE_ROW], values, coin))
         self.global_step += c.steps_per_epoch
@@ -361,7 +386,7 @@ class PPO:
         self.generator.set_state(state["generator"])
         self.draws.set_state(state.get("draws", state["generator"]))   # states from before devices: one generator
         self.epoch, self.global_step = state["epoch"], state["global_step"]
-        self.state = state["recurrent_state"].to(self.device, copy=True)
+        self.state.copy_(state["recurrent_state"])      # (in place: it may be the C step's states)
         self.env.set_state(state["env"])
         if self.pool is not None:
             self.pool.load_state_dict(state["pool"])

@@ -1,0 +1,64 @@
+"""PPO's rollout step through the play-time C network (`rollout_net: c`; nn/inference.py).
+
+The rollout steps every network-played row once a tick.  torch's step runs each matrix product
+over all rows and then a dozen elementwise passes over tensors of several MB; the C step takes
+four rows at a time through the whole network in cache (csrc/gc_net.c), the rows split among the
+training's threads.  Its products are summed in another order than torch's, so a run with it is
+another run of the same settings (as on another CPU), not the same bytes; the update, which
+recomputes the rollout's log-probabilities and values in torch, is unchanged (PPO's first ratio
+is 1 to within float32 rounding rather than exactly).  The C step's outputs are the same on
+every machine and at every thread count (csrc/gc_net.h).
+
+The recurrent states live in the C step's layout [rows, L, H]; `states` is the [L, rows, H] view
+the trainer indexes, so the trainer's own torch code (the initial states of the segments, the
+reset at a game's end, the frozen snapshots' rows when stepped in torch) reads and writes the same
+memory."""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gcpipe.nn.inference import OUTPUTS, CompiledNet
+from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.train.sequence import run_rows
+
+
+class RolloutNet:
+    """The C step of `rows` recurrent rows; `compile(model)` before stepping with new weights."""
+
+    def __init__(self, rows: int, layers: int, hidden: int):
+        self._storage = torch.zeros(rows, layers, hidden)
+        self._states = self._storage.numpy()
+        self.states = self._storage.permute(1, 0, 2)          # [L, rows, H], as PPO.state
+        self._nets: weakref.WeakKeyDictionary[MinGRUPolicy, CompiledNet] = weakref.WeakKeyDictionary()
+
+    def compile(self, model: MinGRUPolicy) -> None:
+        """Lays out `model`'s current weights for the C step (after each update of a trained model;
+        a frozen one needs it once)."""
+        self._nets[model] = CompiledNet(model)
+
+    def step(self, model: MinGRUPolicy, rows: Tensor, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """Advances the states of `rows` (int32, CPU) on their observations obs [len(rows), 120]
+        (uint8) with `model`'s compiled weights: (logits [n, 256], values [n]), views of one
+        float32 [n, 257] array."""
+        net = self._nets.get(model)
+        if net is None:
+            self.compile(model)
+            net = self._nets[model]
+        slots, observations = rows.numpy(), obs.contiguous().numpy()
+        out = np.empty((len(slots), OUTPUTS), np.float32)
+        run_rows(lambda first, end: net.step(self._states, slots[first:end], observations[first:end],
+                                             out[first:end]), len(slots))
+        outputs = torch.from_numpy(out)
+        return outputs[:, :OUTPUTS - 1], outputs[:, OUTPUTS - 1]
+
+    def peek(self, model: MinGRUPolicy, rows: Tensor, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """step's outputs without advancing the states (the bootstrap value after an epoch)."""
+        saved = self._storage[rows.long()].clone()
+        try:
+            return self.step(model, rows, obs)
+        finally:
+            self._storage[rows.long()] = saved
