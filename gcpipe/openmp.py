@@ -1,7 +1,8 @@
 """How long torch's idle OpenMP threads spin before they sleep.
 
 gcpipe runs C kernels on threads of its own between torch's parallel operations (the update's
-MinGRU layers, the rollout's C network step: each splits its rows over the training's threads).
+MinGRU layers, the environment step with its sparring bots' searches, the rollout's C network
+step: each splits its rows or environments over the training's threads).
 After each parallel operation libgomp, torch's OpenMP runtime, keeps its idle threads spinning for
 GOMP_SPINCOUNT iterations (300,000 by default on a machine with a thread per core) in case more
 work follows, so on a 2-core machine the C kernel's second thread shares its core with a spinning

@@ -11,8 +11,7 @@ every machine and at every thread count (csrc/gc_net.h).
 
 The recurrent states live in the C step's layout [rows, L, H]; `states` is the [L, rows, H] view
 the trainer indexes, so the trainer's own torch code (the initial states of the segments, the
-reset at a game's end, the frozen snapshots' rows when stepped in torch) reads and writes the same
-memory."""
+reset at a game's end, saving and loading the run's state) reads and writes the same memory."""
 from __future__ import annotations
 
 import weakref
