@@ -27,6 +27,7 @@ from gcpipe.train.config import make_config
 from gcpipe.train.distill import Distillation, TeacherExpert, legal_softmax
 from gcpipe.train.expert import game_seed, play_games
 from gcpipe.train.run import train
+from devices import DEVICES
 from test_expert import assert_resumed_run_matches_an_uninterrupted_one
 
 DISTILL = dict(algorithm="distill", teacher_runs={"guerrilla": "tg", "coin": "tc"}, selfplay_games=16,
@@ -145,19 +146,21 @@ def test_games_do_not_depend_on_the_worker_count(teachers):
         [g.obs.tobytes() + g.targets.tobytes() for g in two.games]
 
 
-def test_the_student_learns_its_teachers_in_a_ci_sized_run(teachers, tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_student_learns_its_teachers_in_a_ci_sized_run(teachers, tmp_path, device):
     """Twelve small iterations take the student's KL divergence from its teachers' policies (the
     log's approx_kl) to under a tenth of the fresh student's."""
     config = make_config(dict(DISTILL, expert_iterations=12, selfplay_games=64, replay_games=128,
-                              expert_minibatch_rows=16, checkpoint_interval=12))
+                              expert_minibatch_rows=16, checkpoint_interval=12, device=device))
     train("ci", config, tmp_path / "ci")
     with open(tmp_path / "ci" / "metrics.csv") as handle:
         kl = [float(row["approx_kl"]) for row in csv.DictReader(handle)]
     assert kl[-1] < 0.1 * kl[0], kl
 
 
-def test_resumed_run_matches_an_uninterrupted_one_and_another_teacher_trains_again(teachers, tmp_path):
-    settings = dict(DISTILL, expert_iterations=4)
+@pytest.mark.parametrize("device", DEVICES)
+def test_resumed_run_matches_an_uninterrupted_one_and_another_teacher_trains_again(teachers, tmp_path, device):
+    settings = dict(DISTILL, expert_iterations=4, device=device)
     assert_resumed_run_matches_an_uninterrupted_one(settings, tmp_path)
     before = (tmp_path / "straight" / "final.bin").read_bytes()
     ckpt.save(_teacher(14), tmp_path / "results" / "runs" / "tc" / "final.bin", "5c")

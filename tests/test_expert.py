@@ -20,6 +20,7 @@ from gcpipe.train.expert import (MAX_PLIES, ExpertIteration, GameRecord, deal, e
                                  in_seed_order, mean_entropy, pack_rows, play_games, search_expert, sharpen,
                                  stack_rows, value_targets)
 from gcpipe.train.run import train
+from devices import DEVICES
 from test_search import _batch, _midgame
 
 EXPERT = dict(algorithm="expert", selfplay_games=16, replay_games=32, search_simulations=4,
@@ -182,8 +183,9 @@ def test_bot_games_use_the_bot_of_the_other_side():
     assert alone["greedy"][0].obs.tobytes() != alone["random"][0].obs.tobytes()   # the bots do differ
 
 
-def test_resumed_run_matches_an_uninterrupted_one(tmp_path):
-    assert_resumed_run_matches_an_uninterrupted_one(dict(EXPERT, expert_iterations=4), tmp_path)
+@pytest.mark.parametrize("device", DEVICES)
+def test_resumed_run_matches_an_uninterrupted_one(tmp_path, device):
+    assert_resumed_run_matches_an_uninterrupted_one(dict(EXPERT, expert_iterations=4, device=device), tmp_path)
 
 
 def assert_resumed_run_matches_an_uninterrupted_one(settings: dict, tmp_path) -> None:
@@ -234,14 +236,15 @@ def _without_timings(data: bytes) -> list[dict]:
             for row in rows]
 
 
-def test_the_search_learns_in_a_ci_sized_run(tmp_path):
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_search_learns_in_a_ci_sized_run(tmp_path, device):
     """From a fresh net, eight small iterations (16-simulation search with a greedy playout mixed
     into the leaf values) teach the value rows enough that the same 16-simulation search, now
     using them alone, wins far more often as Guerrilla against random."""
     config = make_config(dict(algorithm="expert", expert_iterations=8, selfplay_games=64,
                               replay_games=128, search_simulations=16, search_rollouts=1,
                               search_rollout_weight=0.5, opponent="random", expert_minibatch_rows=16,
-                              learning_rate=0.01, checkpoint_interval=8))
+                              learning_rate=0.01, checkpoint_interval=8, device=device))
     torch.manual_seed(0)
     ckpt.save(MinGRUPolicy(generator=torch.Generator().manual_seed(config.seed)), tmp_path / "fresh.bin", "5c")
     train("ci", config, tmp_path / "ci")

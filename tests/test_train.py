@@ -31,6 +31,7 @@ from gcpipe.train.rollout_net import RolloutNet
 from gcpipe.train.run import METRIC_FIELDS, checkpoint_name, train
 from gcpipe.train import sequence
 from gcpipe.train.sequence import DecoderColumns, forward_segments
+from devices import CUDA, DEVICES
 from sequence_oracle import forward_sequence
 
 PASS = 255
@@ -716,9 +717,13 @@ def test_legacy_baseline_run_writes_the_legacy_layout(tmp_path):
     assert sorted(p.name for p in (out / "checkpoints").glob("*.bin")) == [checkpoint_name(128), checkpoint_name(256)]
 
 
-@pytest.mark.parametrize("bots", [{}, {"bot_fraction": {"guerrilla": 0.2, "coin": 0.1}}, {"rollout_net": "c"}],
-                         ids=["selfplay", "bots_per_side", "rollout_net_c"])
+@pytest.mark.parametrize("bots", [
+    {}, {"bot_fraction": {"guerrilla": 0.2, "coin": 0.1}}, {"rollout_net": "c"},
+    pytest.param({"device": "cuda"}, marks=CUDA.marks),
+    pytest.param({"device": "cuda", "bot_fraction": {"guerrilla": 0.2, "coin": 0.1}}, marks=CUDA.marks),
+], ids=["selfplay", "bots_per_side", "rollout_net_c", "cuda_selfplay", "cuda_bots_per_side"])
 def test_resumed_run_matches_an_uninterrupted_one(tmp_path, bots):
+    # On CUDA too: the same GPU and software give the same bytes, a resumed run included.
     settings = dict(total_timesteps=10 * 2 * 16 * 6, checkpoint_interval=2, **bots)        # 6 epochs
     whole = train("r", _tiny(**settings), tmp_path / "whole", echo=lambda line: None)
     part = tmp_path / "part"
@@ -739,12 +744,13 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path, bots):
 
 
 # ------------------------------------------------------------------ learning
-def test_bot_mode_training_against_random_raises_the_win_rate():
+@pytest.mark.parametrize("device", DEVICES)
+def test_bot_mode_training_against_random_raises_the_win_rate(device):
     # Guerrilla against random: about 6 % of games won untrained.  Replay ratio 2 learns fastest per
     # step at this size (seeds 3, 4, 5 gained 14, 9 and 14 points in 164k steps).
     config = make_config(dict(selfplay=False, opponent="random", side="guerrilla", num_envs=128, horizon=32,
                               replay_ratio=2.0, minibatch_size=1024, total_timesteps=128 * 32 * 40,
-                              checkpoint_interval=100, seed=3))
+                              checkpoint_interval=100, seed=3, device=device))
     ppo = PPO(config)
     before = win_rate(ppo.policy, side=GUERRILLA, games=400, seed=11, opponent="random")
     for _ in range(config.total_epochs):
