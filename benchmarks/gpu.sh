@@ -3,7 +3,8 @@
 # tests' CUDA cases (resume equals an uninterrupted run on the GPU, PPO, expert iteration and
 # distillation learn there) and `gcpipe bench train` on the GPU and the CPU of the same machine.
 # Run from the repository root with gcpipe importable (pip install -e . or PYTHONPATH) and the
-# engine built; logs go to $OUT (default /tmp/gpu).
+# engine built; logs go to $OUT (default /tmp/gpu). Arguments go to pytest (e.g. -n 4). With
+# WHOLE_RUN=1 it also trains the Guerrilla teacher's whole run there (about 7 minutes on an H200).
 #   bash benchmarks/gpu.sh
 set -u
 out=${OUT:-/tmp/gpu}
@@ -21,7 +22,7 @@ gcpipe=(python3 -c 'import sys; from gcpipe.cli import app; sys.argv[0] = "gcpip
 timeout 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_train.py tests/test_expert.py \
   tests/test_distill.py -k "cuda or device" "$@" 2>&1 | tee "$out/tests.log"
 
-# The candidate's sparring settings (the DAG's longest job) on the GPU.
+# The Guerrilla teacher's settings, sparring bots included (the DAG's longest job), on the GPU.
 python3 - <<'PY'
 import yaml
 config = yaml.safe_load(open("config/config.yaml"))
@@ -35,3 +36,11 @@ for args in "--device cpu --threads 2" "--device cuda --threads 2" "--device cpu
   echo "== gcpipe bench train $args"
   timeout 120 "${gcpipe[@]}" bench train $args
 done 2>&1 | tee "$out/bench.log"
+
+if [ "${WHOLE_RUN:-0}" = 1 ]; then
+  start=$(date +%s)
+  "${gcpipe[@]}" train guerrilla-teacher --config /tmp/gpu-config.yaml --out /tmp/gpu-run \
+    --threads "$(nproc)" > "$out/train.log" 2>&1
+  echo "rc=$? seconds=$(( $(date +%s) - start ))" | tee -a "$out/train.log"
+  cp /tmp/gpu-run/final.bin /tmp/gpu-run/metrics.csv "$out/"    # the checkpoint and its learning curve
+fi
