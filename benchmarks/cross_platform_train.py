@@ -11,7 +11,8 @@ with MKL's COMPATIBLE branch (SSE2, the one CNR branch documented for every vend
 hash is the same on two CPUs makes training byte-identical across them there.
 
 Measured 2026-12-04 on an AMD EPYC (Zen 4, AVX-512), torch 2.13.0: f1592db5..., 849da7fb...,
-f6d3045d... (`gcpipe bench train` there: 80 k, 93 k and 63 k agent steps/s)."""
+f6d3045d... (`gcpipe bench train` there, interleaved rounds: 77-104 k, 77-86 k and 43-63 k agent
+steps/s)."""
 import os
 import subprocess
 import sys
