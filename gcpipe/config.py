@@ -35,6 +35,12 @@ def validate_config(config: dict, source: str = "config") -> dict:
     if not isinstance(config, dict):
         raise UserError(f"{source}: the config must be a mapping of keys to values, got "
                         f"{type(config).__name__}")
+    if "device" in config:   # every run's default, given before the schema fills in theirs (cpu)
+        check(config["device"], {"$ref": "#/$defs/device"}, f"{source}: device")
+        runs = config.get("runs")
+        for settings in runs.values() if isinstance(runs, dict) else ():
+            if isinstance(settings, dict):
+                settings.setdefault("device", config["device"])
     check(config, config_schema(), source)
     try:
         _check_cross_references(config)

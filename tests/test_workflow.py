@@ -62,9 +62,16 @@ def test_run_settings_are_filled_in_as_the_trainer_reads_them():
     assert make_config(config["runs"]["r"]) == make_config({"seed": 3})
 
 
+def test_a_pipeline_device_is_the_device_of_every_run_without_its_own():
+    config = validate_config(small_config(device="auto", runs={"a": {}, "b": {"device": "cpu"}}))
+    assert (config["runs"]["a"]["device"], config["runs"]["b"]["device"]) == ("auto", "cpu")
+    assert validate_config(small_config(runs={"a": {}}))["runs"]["a"]["device"] == "cpu"
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda c: c.pop("players"), "missing key 'players'"),
-    (lambda c: c.update(player={}), "unknown key 'player' (allowed: engine, players, runs, matches, elo, report)"),
+    (lambda c: c.update(player={}), "unknown key 'player' (allowed: engine, players, device, runs, matches, elo, report)"),
+    (lambda c: c.update(device="gpu"), "device: 'gpu' is not one of cpu, cuda, auto"),
     (lambda c: c.update(players={}), "players: must not be empty"),
     (lambda c: c["players"].update(x={"kind": "robot"}),
      "players.x.kind: 'robot' is not one of random, greedy, mcts, net, search, openspiel"),
@@ -416,6 +423,16 @@ def test_dry_run_of_the_default_config(tmp_path):
                                          "provenance": 1, "report": 5, "games": 4, "elo_table": 1}
     # A dry run writes nothing (not even the resolved config its jobs would read).
     assert not (tmp_path / "results").exists()
+
+
+@needs_snakemake
+def test_a_pipeline_device_is_given_on_the_command_line_and_checked(tmp_path):
+    """A GPU user's switch, `--config device=auto`, plans the same jobs; a bad value is one line."""
+    auto = snakemake("-n", "elo_table", "--config", "device=auto", workdir=tmp_path)
+    assert auto.returncode == 0, auto.stderr
+    assert job_counts(auto.stdout)["train"] == 5
+    bad = snakemake("-n", "elo_table", "--config", "device=gpu", workdir=tmp_path)
+    assert bad.returncode != 0 and "device: 'gpu' is not one of cpu, cuda, auto" in bad.stdout + bad.stderr
 
 
 @needs_snakemake
