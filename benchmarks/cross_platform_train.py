@@ -25,6 +25,8 @@ SETTINGS = {
 
 RUN = """
 import hashlib, pathlib, tempfile, time
+from gcpipe.openmp import short_spin
+short_spin()   # as the CLI does, before torch loads
 import torch
 from gcpipe.train.config import make_config
 from gcpipe.train.run import train
@@ -40,9 +42,10 @@ print(digest[:16], torch.backends.cpu.get_cpu_capability(), f"{time.perf_counter
 
 
 def main() -> int:
+    chosen = set().union(*SETTINGS.values())     # a setting's variables alone, none from the caller
     for name, variables in SETTINGS.items():
-        env = {key: value for key, value in os.environ.items() if key not in SETTINGS["avx2"]}
-        env.update(variables, GOMP_SPINCOUNT=env.get("GOMP_SPINCOUNT", "10000"))   # as the CLI sets it
+        env = {key: value for key, value in os.environ.items() if key not in chosen}
+        env.update(variables)
         result = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True)
         if result.returncode != 0:
             print(f"{name}: failed: {(result.stderr.strip().splitlines() or ['no output'])[-1]}")
