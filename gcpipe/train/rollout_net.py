@@ -43,10 +43,9 @@ class RolloutNet:
         """Advances the states of `rows` (int32, CPU) on their observations obs [len(rows), 120]
         (uint8) with `model`'s compiled weights: (logits [n, 256], values [n]), views of one
         float32 [n, 257] array."""
-        net = self._nets.get(model)
-        if net is None:
+        if model not in self._nets:
             self.compile(model)
-            net = self._nets[model]
+        net = self._nets[model]
         slots, observations = rows.numpy(), obs.contiguous().numpy()
         out = np.empty((len(slots), OUTPUTS), np.float32)
         run_rows(lambda first, end: net.step(self._states, slots[first:end], observations[first:end],
