@@ -19,14 +19,17 @@ import sys
 
 SETTINGS = {
     "default": {},
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
-    "compatible": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "mkl-compatible": {"MKL_CBWR": "COMPATIBLE"},
+    "mkl-avx2": {"MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "gemm-avx2": {"GCPIPE_SIMD": "avx2"},
+    "torch-avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
+    "torch-avx512": {"ATEN_CPU_CAPABILITY": "avx512"},
 }
 
 RUN = """
 import hashlib, pathlib, tempfile, time
-from gcpipe.openmp import short_spin
-short_spin()   # as the CLI does, before torch loads
+from gcpipe.torch_env import before_torch
+before_torch()   # as the CLI does, before torch loads
 import torch
 from gcpipe.train.config import make_config
 from gcpipe.train.run import train

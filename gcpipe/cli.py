@@ -8,9 +8,9 @@ from typer.core import TyperGroup
 
 from gcpipe import __version__, paths
 from gcpipe.errors import UserError
-from gcpipe.openmp import short_spin
+from gcpipe.torch_env import before_torch
 
-short_spin()   # before any command imports torch
+before_torch()   # before any command imports torch
 
 
 class _UserErrorsAsOneLine(TyperGroup):
@@ -383,13 +383,14 @@ def bench_train(envs: int = typer.Option(2048, "--envs", help="Environments (x2 
                 selfplay: bool = typer.Option(True, "--selfplay/--bot", help="Self-play (2 slots) or bot mode."),
                 train_slot_1: bool = typer.Option(False, "--train-slot-1", help="Also learn from slot 1."),
                 device: str = typer.Option("cpu", "--device", help="cpu, cuda or auto (the run setting `device`)."),
-                rollout_net: str = typer.Option(None, "--rollout-net", help="torch or c (the run setting "
-                                                "`rollout_net`; default torch, or --run's)."),
+                rollout_net: str = typer.Option(None, "--rollout-net", help="auto, torch or c (the run setting "
+                                                "`rollout_net`; default auto, or --run's)."),
                 run_name: str = typer.Option(None, "--run", help="Measure this PPO run of --config instead (its "
                                                                  "settings replace --envs ... --device)."),
                 config: Path = typer.Option(None, "--config", help="Pipeline config holding --run.")):
     """PPO end to end: agent steps/s of whole epochs (rollout + update) and of each phase, the GFLOP/s
-    of each phase, torch's matmul rate at the rollout's shapes and the steps/s it bounds (roofline)."""
+    of each phase, the training's matrix-product rate at the rollout's shapes and the steps/s it
+    bounds (roofline)."""
     from gcpipe.config import run_config
     from gcpipe.train.bench import bench_train as run
 

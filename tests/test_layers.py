@@ -9,7 +9,7 @@ GCPIPE = Path(__file__).resolve().parent.parent / "gcpipe"
 
 # Bottom to top; a package may import its own layer's and any lower layer's.
 LAYERS = [
-    {"gcpipe", "errors", "paths", "io", "lifetime", "schema", "progress", "stats", "plots", "openmp"},   # shared utilities
+    {"gcpipe", "errors", "paths", "io", "lifetime", "schema", "progress", "stats", "plots", "torch_env"},   # shared utilities
     {"engine"},                                  # the C engine's binding
     {"nn", "protocol"},                          # networks and their C inference; the player protocol
     {"search", "openspiel"},                     # kinds of player built on them

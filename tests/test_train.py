@@ -20,6 +20,7 @@ from gcpipe.cli import app
 from gcpipe.config import run_config
 from gcpipe.engine import COIN, GUERRILLA
 from gcpipe.errors import UserError
+from gcpipe.nn.inference import best_simd
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.select import mask_logits
 from gcpipe.train.bench import bench_train, flops_per_step, forward_flops
@@ -29,8 +30,9 @@ from gcpipe.train.muon import Muon, newton_schulz
 from gcpipe.train.ppo import PPO, inverse_cdf, sample_actions, vtrace_gae
 from gcpipe.train.rollout_net import RolloutNet
 from gcpipe.train.run import METRIC_FIELDS, checkpoint_name, train
-from gcpipe.train import sequence
+from gcpipe.train import row_threads, sequence
 from gcpipe.train.sequence import DecoderColumns, forward_segments
+from gcpipe.torch_env import cpu_flags
 from devices import CUDA, DEVICES
 from sequence_oracle import forward_sequence
 
@@ -80,7 +82,7 @@ def test_run_config_is_read_from_the_runs_mapping(tmp_path):
     ({"layout": "5d"}, "layout: '5d' is not one of 5c, 5c-bias, legacy"),
     ({"side": 1}, "side: 1 is not one of random, guerrilla, coin"),
     ({"device": "gpu"}, "device: 'gpu' is not one of cpu, cuda, auto"),
-    ({"rollout_net": "numpy"}, "rollout_net: 'numpy' is not one of torch, c"),
+    ({"rollout_net": "numpy"}, "rollout_net: 'numpy' is not one of auto, torch, c"),
     ({"rollout_net": "c", "device": "auto"}, "'rollout_net' c steps the rollout on the CPU; set 'device' cpu (got auto)"),
     ({"rollout_net": "c", "algorithm": "expert"},
      "'rollout_net' c is PPO's rollout step; algorithm 'expert' plays its games through the C network already"),
@@ -279,14 +281,14 @@ def test_a_forked_child_splits_rows_over_threads_of_its_own():
     """A forked process has the parent's row-thread pool object but not its threads; work handed
     to them would never run."""
     torch.set_num_threads(2)                 # (the one_thread fixture restores the count)
-    sequence.run_rows(lambda first, end: None, 4)
+    row_threads.run_rows(lambda first, end: None, 4)
     pid = os.fork()
     if pid == 0:
         code = 3
         try:                                 # the child never returns into pytest
             signal.alarm(20)                 # a hang ends the child, not the test run
             parts = []
-            sequence.run_rows(lambda first, end: parts.append((first, end)), 4)
+            row_threads.run_rows(lambda first, end: parts.append((first, end)), 4)
             code = 0 if sorted(parts) == [(0, 2), (2, 4)] else 3
         finally:
             os._exit(code)
@@ -332,6 +334,46 @@ def test_the_cli_shortens_openmps_spin_before_torch_loads_unless_the_user_chose(
     out = subprocess.run([sys.executable, "-c", probe], env={**env, **preset}, capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == [str(expected), "False"]       # libgomp reads it when torch loads: torch must not be loaded yet
+
+
+@pytest.mark.parametrize("preset, expected", [({}, "avx2"), ({"ATEN_CPU_CAPABILITY": "default"}, "default")])
+def test_the_cli_pins_torchs_avx2_kernels_before_torch_loads_unless_the_user_chose(preset, expected):
+    if preset == {} and not {"avx2", "fma"} <= cpu_flags():
+        expected = None                      # (a CPU without them keeps torch's own choice)
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    probe = "import os, sys, gcpipe.cli; print(os.environ.get('ATEN_CPU_CAPABILITY'), 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], env={**env, **preset}, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == [str(expected), "False"]
+
+
+TRAIN_BYTES = """
+import hashlib, pathlib, sys, tempfile
+from gcpipe.torch_env import before_torch
+before_torch()
+import torch
+from gcpipe.train.config import make_config
+from gcpipe.train.run import train
+torch.set_num_threads(2)
+config = make_config(dict(num_envs=64, horizon=16, minibatch_size=512, total_timesteps=64 * 2 * 16 * 3,
+                          checkpoint_interval=100, seed=3))
+with tempfile.TemporaryDirectory() as tmp:
+    out = train("x", config, pathlib.Path(tmp) / "x", echo=lambda line: None)
+    print(hashlib.sha256((out / "final.bin").read_bytes()).hexdigest())
+"""
+
+
+def test_training_bytes_do_not_depend_on_mkls_kernels_or_the_products_code_path():
+    """What differs between CPUs, played on one: MKL's conditional-reproducibility branches run
+    other kernels (as MKL picks by vendor and model), and GCPIPE_SIMD runs another of gcpipe's own
+    code paths (an AVX2-only CPU's).  Before the update's products were in C, MKL_CBWR alone
+    changed the run's bytes."""
+    other_path = "avx2" if best_simd() == "avx512" else "scalar"
+    env = {k: v for k, v in os.environ.items() if k not in ("MKL_CBWR", "GCPIPE_SIMD", "ATEN_CPU_CAPABILITY")}
+    digests = [subprocess.run([sys.executable, "-c", TRAIN_BYTES], env={**env, **extra}, capture_output=True,
+                              text=True, check=True).stdout.strip()
+               for extra in ({}, {"MKL_CBWR": "COMPATIBLE"}, {"GCPIPE_SIMD": other_path})]
+    assert len(digests[0]) == 64 and digests == [digests[0]] * 3
 
 
 def test_decoder_columns_give_autograds_slicing_gradient_bit_for_bit():
@@ -718,10 +760,10 @@ def test_legacy_baseline_run_writes_the_legacy_layout(tmp_path):
 
 
 @pytest.mark.parametrize("bots", [
-    {}, {"bot_fraction": {"guerrilla": 0.2, "coin": 0.1}}, {"rollout_net": "c"},
+    {}, {"bot_fraction": {"guerrilla": 0.2, "coin": 0.1}}, {"rollout_net": "torch"},
     pytest.param({"device": "cuda"}, marks=CUDA.marks),
     pytest.param({"device": "cuda", "bot_fraction": {"guerrilla": 0.2, "coin": 0.1}}, marks=CUDA.marks),
-], ids=["selfplay", "bots_per_side", "rollout_net_c", "cuda_selfplay", "cuda_bots_per_side"])
+], ids=["selfplay", "bots_per_side", "rollout_net_torch", "cuda_selfplay", "cuda_bots_per_side"])
 def test_resumed_run_matches_an_uninterrupted_one(tmp_path, bots):
     # On CUDA too: the same GPU and software give the same bytes, a resumed run included.
     settings = dict(total_timesteps=10 * 2 * 16 * 6, checkpoint_interval=2, **bots)        # 6 epochs

@@ -223,10 +223,16 @@ void gc_mingru_forward(int T, int B, int H, int first, int end, int fused, const
 void gc_mingru_backward(int T, int B, int H, int first, int end, const float *c, const float *sig,
                         const float *x, const float *keep, const float *initial, const float *s,
                         const float *grad_out, float *grad_c, float *grad_x, float *carry);
+
+/* csrc/gc_gemm.h: the training path's matrix products, in a fixed summation order */
+void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64_t a_col, const float *b,
+             int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end);
+void gc_newton_schulz(int simd, int rows, int cols, const float *g, int iterations, const float *coefficients,
+                      float eps, float *out, float *scratch);
 """
 
 HEADERS = ["gc_math.h", "gc_rules.h", "gc_bots.h", "gc_mcts.h", "gc_env.h", "gc_net.h", "gc_search.h", "gc_select.h",
-           "gc_mingru.h"]
+           "gc_mingru.h", "gc_gemm.h"]
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)

@@ -1,7 +1,7 @@
 """End-to-end training throughput: agent steps per second of whole PPO epochs (rollout + update),
 with the rollout and update shares, for `gcpipe bench train`; and the same against this machine's
-roofline — the floating-point work of a step (counted from the network's shapes) at the rate torch
-multiplies the training's matrices here."""
+roofline — the floating-point work of a step (counted from the network's shapes) at the rate the
+training's matrix products run here."""
 from __future__ import annotations
 
 import time
@@ -12,6 +12,7 @@ from gcpipe.errors import UserError, is_int
 from gcpipe.train.heap import keep_freed_blocks
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.train.config import TrainConfig, make_config
+from gcpipe.train.matmul import matmul
 from gcpipe.train.ppo import PPO
 
 
@@ -37,16 +38,16 @@ def flops_per_step(ppo: PPO) -> dict[str, float]:
 
 
 def matmul_gflops(policy: MinGRUPolicy, rows: int, seconds: float = 0.5) -> float:
-    """GFLOP/s of torch's float32 matrix products of one step's shapes over `rows` rows, on the
-    current thread count: the rate a perfectly fused implementation's matrix work would run at."""
-    weights = [torch.randn(outputs, inputs) for inputs, outputs in policy.matrix_shapes()]
-    inputs = [torch.randn(rows, w.shape[1]) for w in weights]
-    outputs = [torch.empty(rows, w.shape[0]) for w in weights]
+    """GFLOP/s of the training's float32 matrix products (gcpipe/train/matmul.py) at one step's
+    shapes over `rows` rows, on the current thread count: the rate a perfectly fused
+    implementation's matrix work would run at."""
+    weights = [torch.randn(inputs, outputs) for inputs, outputs in policy.matrix_shapes()]
+    inputs = [torch.randn(rows, w.shape[0]) for w in weights]
     work = 2 * rows * sum(w.numel() for w in weights)
 
     def once():
-        for x, w, out in zip(inputs, weights, outputs):
-            torch.mm(x, w.T, out=out)
+        for x, w in zip(inputs, weights):
+            matmul(x, w)
 
     once()
     repeats, start = 0, time.perf_counter()
@@ -61,11 +62,11 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
                 device: str = "cpu", rollout_net: str | None = None, run: TrainConfig | None = None) -> dict:
     """Runs `warmup` untimed then `epochs` timed epochs of the default model (H=128, L=2) and
     returns steps/s overall and per phase (a step is one slot's decision, as in training), the
-    GFLOP/s each phase reaches, torch's matmul rate at the rollout's shapes, and the steps/s that
+    GFLOP/s each phase reaches, the products' rate at the rollout's shapes, and the steps/s that
     rate would allow if the whole epoch were its matrix work (the roofline).  With `run` (a PPO
     run's settings, e.g. the candidate's with its sparring bots) those settings replace the others
-    but `epochs`, `warmup` and `threads`.  `rollout_net` (the run setting, torch or c) applies to
-    either; None keeps the run's (torch without a run)."""
+    but `epochs`, `warmup` and `threads`.  `rollout_net` (the run setting, auto, torch or c) applies
+    to either; None keeps the run's (auto without a run)."""
     for flag, value in (("--horizon", horizon), ("--envs", num_envs), ("--epochs", epochs), ("--threads", threads)):
         if not is_int(value) or value < 1:
             raise UserError(f"{flag} must be an integer >= 1, got {value!r}")
@@ -110,4 +111,4 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
             "matmul_gflops": peak,
             "roofline_agent_steps_per_s": peak * 1e9 / (flops["rollout"] + flops["update"]),
             "steps_per_epoch": config.steps_per_epoch, "threads": threads, "device": ppo.device.type,
-            "rollout_net": config.rollout_net}
+            "rollout_net": "torch" if ppo.rollout_net is None else "c"}

@@ -116,7 +116,7 @@ class TrainConfig:
     eval_games: int  # games per side in each evaluation
     seed: int
     device: str  # cpu | cuda | auto: where training's torch work runs (torch_device)
-    rollout_net: str  # torch | c: PPO's rollout network step (gcpipe/train/rollout_net.py)
+    rollout_net: str  # auto | torch | c: PPO's rollout network step (gcpipe/train/rollout_net.py)
     max_epochs: int  # stop (without final.bin) after this many epochs; 0 = no limit
 
     @property

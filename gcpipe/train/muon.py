@@ -3,8 +3,14 @@ semi-orthogonal matrix (Newton–Schulz iteration), as the reference trainer use
 1-D parameters (biases) take the plain momentum update."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
+
+from gcpipe._engine import ffi, lib
+from gcpipe.nn.select import floats
+from gcpipe.train.matmul import SIMD_PATH, fixed_order
+from gcpipe.train.row_threads import run_rows
 
 # One (a, b, c) per iteration: X <- a X + (b A + c A^2) X with A = X X^T.  The early triples
 # push small singular values up fast, the last ones settle them near 1.
@@ -17,10 +23,14 @@ NEWTON_SCHULZ_COEFFICIENTS = (
 )
 
 
-def newton_schulz(matrix: Tensor, eps: float = 1e-7) -> Tensor:
+NEWTON_SCHULZ_EPS = 1e-7
+
+
+def newton_schulz(matrix: Tensor, eps: float = NEWTON_SCHULZ_EPS) -> Tensor:
     """An approximately semi-orthogonal matrix with the singular vectors of `matrix` (2-D): after
     Frobenius normalisation, singular values not far below the largest end within ~10 % of 1
-    (tiny ones stay small after only five iterations — enough for Muon)."""
+    (tiny ones stay small after only five iterations — enough for Muon).  torch's products, for
+    devices other than the CPU (orthogonalise has the C version)."""
     transposed = matrix.size(0) > matrix.size(1)
     x = matrix.T if transposed else matrix   # iterate on the wide form: A = X X^T is the small Gram
     x = x / (x.norm() + eps)
@@ -28,6 +38,30 @@ def newton_schulz(matrix: Tensor, eps: float = 1e-7) -> Tensor:
         gram = x @ x.T
         x = a * x + (b * gram + c * gram @ gram) @ x
     return x.T if transposed else x
+
+
+_COEFFICIENTS = np.array(NEWTON_SCHULZ_COEFFICIENTS, np.float32)
+
+
+def orthogonalise(matrices: list[Tensor]) -> list[Tensor]:
+    """newton_schulz of each matrix.  Float32 CPU matrices go through csrc/gc_gemm.c's
+    gc_newton_schulz, the same iteration with fixed-order products, one matrix per thread (a
+    matrix's result does not depend on which thread computes it)."""
+    if not all(fixed_order(m) for m in matrices):
+        return [newton_schulz(m) for m in matrices]
+    inputs = [m.contiguous() for m in matrices]
+    outputs = [torch.empty_like(m) for m in inputs]
+    coefficients = ffi.from_buffer("float[]", _COEFFICIENTS)
+
+    def run(first: int, end: int) -> None:
+        for g, out in zip(inputs[first:end], outputs[first:end]):
+            rows, cols = g.shape
+            scratch = torch.empty(2 * rows * cols + 3 * min(rows, cols) ** 2)
+            lib.gc_newton_schulz(SIMD_PATH, rows, cols, floats(g), len(_COEFFICIENTS), coefficients,
+                                 NEWTON_SCHULZ_EPS, floats(out), floats(scratch))
+
+    run_rows(run, len(inputs))
+    return outputs
 
 
 class Muon(torch.optim.Optimizer):
@@ -41,6 +75,7 @@ class Muon(torch.optim.Optimizer):
     def step(self, closure=None):
         for group in self.param_groups:
             lr, beta = group["lr"], group["momentum"]
+            params, updates = [], []
             for param in group["params"]:
                 if param.grad is None:
                     continue
@@ -49,9 +84,12 @@ class Muon(torch.optim.Optimizer):
                     state["momentum_buffer"] = torch.zeros_like(param)
                 buffer = state["momentum_buffer"]
                 buffer.lerp_(param.grad, 1 - beta)
-                update = param.grad.lerp(buffer, beta) if group["nesterov"] else buffer
-                if param.ndim >= 2:
-                    rows, cols = param.shape[0], param[0].numel()
-                    update = newton_schulz(update.reshape(rows, cols)).view_as(param)
-                    update = update * max(1.0, rows / cols) ** 0.5
+                params.append(param)
+                updates.append(param.grad.lerp(buffer, beta) if group["nesterov"] else buffer)
+            matrices = [i for i, param in enumerate(params) if param.ndim >= 2]
+            shapes = [(params[i].shape[0], params[i][0].numel()) for i in matrices]
+            orthogonal = orthogonalise([updates[i].reshape(shape) for i, shape in zip(matrices, shapes)])
+            for i, (rows, cols), update in zip(matrices, shapes, orthogonal):
+                updates[i] = update.view_as(params[i]) * max(1.0, rows / cols) ** 0.5
+            for param, update in zip(params, updates):
                 param.add_(update, alpha=-lr)

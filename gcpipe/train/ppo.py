@@ -13,8 +13,9 @@ of the current-policy envs when `train_slot_1` is set.
 A segment is one trained row over the `horizon` ticks of an epoch; it starts from the recurrent
 state the row had when the epoch began.
 
-The rollout steps the network in torch, or with `rollout_net: c` through the play-time C network
-(gcpipe/train/rollout_net.py); the update is torch's either way.
+The rollout steps the network through the play-time C network (gcpipe/train/rollout_net.py), or
+in torch (`rollout_net: torch`, and on a GPU).  The update is torch's, with its matrix products
+in C on the CPU (gcpipe/train/matmul.py).
 """
 from __future__ import annotations
 
@@ -153,7 +154,7 @@ class PPO:
         # The recurrent state of every row: torch's [L, rows, H], or with `rollout_net: c` the
         # same view of the C step's states.
         self.rollout_net = None
-        if c.rollout_net == "c":
+        if c.rollout_net == "c" or (c.rollout_net == "auto" and device.type == "cpu"):
             self.rollout_net = RolloutNet(num_rows, self.policy.layers, self.policy.hidden)
             self.state = self.rollout_net.states
         else:

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from gcpipe.nn.inference import OUTPUTS, CompiledNet
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.train.sequence import run_rows
+from gcpipe.train.row_threads import run_rows
 
 
 class RolloutNet:

@@ -13,9 +13,6 @@ kept for other devices, make a dozen), to the bits of those expressions at one o
 from __future__ import annotations
 
 import functools
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import Tensor
@@ -25,6 +22,8 @@ from gcpipe._engine import lib
 from gcpipe.engine import PASS_ACTION
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.select import candidate, floats
+from gcpipe.train.matmul import linear
+from gcpipe.train.row_threads import run_rows
 
 
 class LinearRecurrence(torch.autograd.Function):
@@ -60,45 +59,6 @@ def torch_fuses_addcmul() -> bool:
     (1 + 2^-12)^2 - 1 is 2^-11 + 2^-24 exactly, and 2^-11 with the product rounded first."""
     one = torch.full((64,), 1.0 + 2.0 ** -12)
     return bool((torch.addcmul(torch.full((64,), -1.0), one, one) != 2.0 ** -11).all())
-
-
-class _RowThreads:
-    """Runs a C kernel over the rows [0, B) of a batch split among torch's threads (cffi releases
-    the GIL, so the parts run at once); the kernels' rows are independent, so the split changes
-    no bit."""
-
-    def __init__(self):
-        self.pool: ThreadPoolExecutor | None = None
-        self.size = 0
-        self.lock = threading.Lock()
-        # A forked child has the pool object but none of its threads: it makes its own.
-        os.register_at_fork(after_in_child=self._forget)
-
-    def _forget(self) -> None:
-        self.pool, self.size, self.lock = None, 0, threading.Lock()
-
-    def run(self, kernel, rows: int) -> None:
-        parts = max(1, min(torch.get_num_threads(), rows))
-        bounds = [rows * i // parts for i in range(parts + 1)]
-        with self.lock:
-            if parts > 1 and self.size < parts - 1:
-                if self.pool is not None:
-                    self.pool.shutdown(wait=False)       # (its queued work still runs)
-                self.pool, self.size = ThreadPoolExecutor(parts - 1, thread_name_prefix="mingru"), parts - 1
-            others = [self.pool.submit(kernel, bounds[i], bounds[i + 1]) for i in range(1, parts)]
-        try:
-            kernel(bounds[0], bounds[1])
-        finally:                             # the others write into the caller's tensors: wait for them
-            for part in others:
-                part.result()
-
-
-_row_threads = _RowThreads()
-
-
-def run_rows(kernel, rows: int) -> None:
-    """kernel(first, end) over the rows [0, rows), split among torch's threads."""
-    _row_threads.run(kernel, rows)
 
 
 class MinGRULayer(torch.autograd.Function):
@@ -189,8 +149,8 @@ def forward_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: T
     stepping the policy T times, zeroing the state before the steps where `starts` is set; the pass
     logit (also logits[..., PASS_ACTION]) apart, for `side_value`'s COIN rows."""
     keep = (~starts.T).unsqueeze(-1).to(torch.float32)            # [T, B, 1]: 0 where the state resets
-    x = policy.encoder(obs.transpose(0, 1).to(torch.float32))      # [T, B, H], time-major
+    x = linear(policy.encoder, obs.transpose(0, 1).to(torch.float32))      # [T, B, H], time-major
     for layer, gru in enumerate(policy.grus):
-        x = mingru_layer(gru(x), x, keep, state[layer])
-    logits, pass_logits, values = DecoderColumns.apply(policy.decoder(x))
+        x = mingru_layer(linear(gru, x), x, keep, state[layer])
+    logits, pass_logits, values = DecoderColumns.apply(linear(policy.decoder, x))
     return logits, values, pass_logits

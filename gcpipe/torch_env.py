@@ -1,0 +1,52 @@
+"""Settings torch reads once, when it loads or first dispatches a kernel: set before anything
+imports torch (the CLI calls `before_torch` at import).  A user's own value of either variable
+is kept.
+
+GOMP_SPINCOUNT: how long torch's idle OpenMP threads spin before they sleep.  gcpipe runs C
+kernels on threads of its own between torch's parallel operations (the update's products and
+MinGRU layers, the environment step with its sparring bots' searches, the rollout's C network
+step: each splits its rows or environments over the training's threads).  After each parallel
+operation libgomp, torch's OpenMP runtime, keeps its idle threads spinning for GOMP_SPINCOUNT
+iterations (300,000 by default on a machine with a thread per core) in case more work follows,
+so on a 2-core machine the C kernel's second thread shares its core with a spinning one for
+several milliseconds: measured there, a torch operation followed by the rollout's C step took
+13.7 ms against 1.1 + 7.8 ms apart (README, Speed).  A spin count of 10,000 leaves torch's own
+back-to-back operations their spin and frees the core soon after.  It changes no value.
+
+ATEN_CPU_CAPABILITY: which of its compiled kernel sets torch runs, by default the widest the CPU
+has (AVX-512 on recent Intel and AMD CPUs, AVX2 on older ones).  Its vectorised reductions (the
+softmax's sums, norms, means) add in lanes of the vector width, so a training run gave other bytes
+under the AVX-512 kernels than under the AVX2 ones.  Pinned to avx2 wherever the CPU has AVX2 and
+FMA (every x86-64 CPU since 2013-15), the same kernels run on every such machine; with the matrix
+products in C (gcpipe/train/matmul.py) a run is then the same bytes on all of them.  Measured on a
+Zen 4 EPYC: no change in `gcpipe bench train`'s speed."""
+import os
+
+SPIN_COUNT = "10000"
+
+
+def short_spin() -> None:
+    """Sets this process's GOMP_SPINCOUNT unless the user set it or OMP_WAIT_POLICY."""
+    if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags as Linux lists them (empty elsewhere: nothing is pinned there)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            return next((set(line.split(":", 1)[1].split()) for line in info if line.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+def avx2_kernels() -> None:
+    """Sets ATEN_CPU_CAPABILITY=avx2 where the CPU has AVX2 and FMA, unless the user set it."""
+    if "ATEN_CPU_CAPABILITY" not in os.environ and {"avx2", "fma"} <= cpu_flags():
+        os.environ["ATEN_CPU_CAPABILITY"] = "avx2"
+
+
+def before_torch() -> None:
+    """Both settings; effective only where torch is not imported yet."""
+    short_spin()
+    avx2_kernels()

@@ -1,0 +1,109 @@
+"""The training path's fixed-order matrix products (csrc/gc_gemm.c, gcpipe/train/matmul.py) and
+Muon's Newton–Schulz iteration on them: the summation order against hand-computed sums, every
+code path and row split to the same bits, gradients against float64 autograd."""
+import pytest
+import torch
+
+from gcpipe._engine import ffi, lib
+from gcpipe.nn.inference import SIMD, best_simd
+from gcpipe.nn.select import floats
+from gcpipe.train import matmul as fixed
+from gcpipe.train.muon import newton_schulz, orthogonalise
+
+PATHS = [name for name in ("scalar", "avx2", "avx512") if SIMD[name] <= SIMD[best_simd()]]
+
+pytestmark = pytest.mark.usefixtures("one_thread")   # tests/conftest.py
+
+
+@pytest.fixture
+def path(request, monkeypatch):
+    """Runs the test's products on one code path."""
+    monkeypatch.setattr(fixed, "SIMD_PATH", SIMD[request.param])
+    return request.param
+
+
+def on_every_path(monkeypatch, product):
+    """product() on each code path this CPU runs."""
+    results = {}
+    for name in PATHS:
+        monkeypatch.setattr(fixed, "SIMD_PATH", SIMD[name])
+        results[name] = product()
+    return results
+
+
+@pytest.mark.parametrize("path", PATHS, indirect=True)
+def test_each_element_is_its_bias_then_one_fused_multiply_add_per_input_in_order(path):
+    # 2^24 + 1 is not a float32: summed in order, (0 + 2^24) + 1 rounds back to 2^24, then - 2^24
+    # gives 0, where any other order keeps the 1.  Forty columns reach every path's masked edge.
+    a = torch.tensor([[2.0 ** 24, 1.0, -(2.0 ** 24)], [1.0, 2.0 ** 24, -(2.0 ** 24)]])
+    b = torch.ones(3, 40)
+    assert fixed.matmul(a, b).tolist() == [[0.0] * 40, [0.0] * 40]
+    # The bias comes first: (2^24 + 1) rounds to 2^24, then - 2^24 leaves 0 (added last, it gives 1).
+    bias = torch.full((40,), 2.0 ** 24)
+    assert fixed.matmul(torch.tensor([[1.0, -(2.0 ** 24)]]), torch.ones(2, 40), bias).tolist() == [[0.0] * 40]
+    # One rounding per step: (1 + 2^-12)^2 - 1 is 2^-11 + 2^-24 exactly, fused onto the bias -1;
+    # with the product rounded first (to 1 + 2^-11) it would be 2^-11.
+    one = 1.0 + 2.0 ** -12
+    out = fixed.matmul(torch.tensor([[one]]), torch.tensor([[one]]), torch.tensor([-1.0]))
+    assert out.item() == 2.0 ** -11 + 2.0 ** -24
+
+
+def test_small_products_are_exact():
+    a = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    b = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, -1.0]])
+    assert fixed.matmul(a, b).tolist() == [[7.0, -1.0], [16.0, -1.0]]
+    assert fixed.matmul(a, b, torch.tensor([0.5, 10.0])).tolist() == [[7.5, 9.0], [16.5, 9.0]]
+    assert fixed.matmul(a.T, a[:, :2]).tolist() == [[17.0, 22.0], [22.0, 29.0], [27.0, 36.0]]   # a strided view
+
+
+def test_every_code_path_gives_the_same_bits_at_every_shape(monkeypatch):
+    generator = torch.Generator().manual_seed(3)
+    # Rows around the 6-row tile, columns around the 8/16/32-column vectors, and a K long enough
+    # to be summed in several passes (the weights' gradients).
+    for rows, inner, cols in [(1, 1, 1), (5, 7, 9), (7, 33, 17), (13, 120, 40), (6, 1500, 33), (50, 128, 257)]:
+        a = torch.randn(inner, rows, generator=generator).T          # a transposed view
+        b = torch.randn(inner, cols, generator=generator)
+        bias = torch.randn(cols, generator=generator)
+        results = on_every_path(monkeypatch, lambda: (fixed.matmul(a, b), fixed.matmul(a, b, bias)))
+        reference = (a.double() @ b.double()).float()
+        for plain, biased in results.values():
+            assert torch.equal(plain, results[PATHS[0]][0]) and torch.equal(biased, results[PATHS[0]][1])
+            assert torch.allclose(plain, reference, rtol=1e-4, atol=1e-4 * inner ** 0.5)
+
+
+def test_a_products_rows_do_not_depend_on_how_calls_split_them():
+    generator = torch.Generator().manual_seed(4)
+    a, b = torch.randn(29, 70, generator=generator), torch.randn(70, 45, generator=generator)
+    whole = fixed.matmul(a, b)
+    parts = torch.empty(29, 45)
+    for first, end in [(0, 5), (5, 6), (6, 29)]:      # splits off the 6-row tiles
+        lib.gc_gemm(fixed.SIMD_PATH, 29, 45, 70, floats(a), 70, 1, floats(b), 45, ffi.NULL, floats(parts), 45,
+                    first, end)
+    assert torch.equal(parts, whole)
+    torch.set_num_threads(2)                          # (the one_thread fixture restores the count)
+    assert torch.equal(fixed.matmul(a, b), whole)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_fixed_linear_gives_the_layers_gradients(bias):
+    generator = torch.Generator().manual_seed(5)
+    layer = torch.nn.Linear(24, 40, bias=bias)
+    x = torch.randn(3, 7, 24, generator=generator, requires_grad=True)
+    weights = torch.randn(3, 7, 40, generator=generator)
+    (fixed.linear(layer, x) * weights).sum().backward()
+    mine = [x.grad] + [p.grad for p in layer.parameters()]
+    x64 = x.detach().double().requires_grad_()
+    params64 = [p.detach().double().requires_grad_() for p in layer.parameters()]
+    (torch.nn.functional.linear(x64, *params64) * weights.double()).sum().backward()
+    for got, want in zip(mine, [x64.grad] + [p.grad for p in params64]):
+        assert got.shape == want.shape and torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_c_newton_schulz_is_the_iteration_on_every_path(monkeypatch):
+    generator = torch.Generator().manual_seed(6)
+    matrices = [torch.randn(rows, cols, generator=generator) for rows, cols in [(384, 128), (128, 120), (7, 30)]]
+    results = on_every_path(monkeypatch, lambda: orthogonalise(matrices))
+    for outputs in results.values():
+        for got, first, matrix in zip(outputs, results[PATHS[0]], matrices):
+            assert torch.equal(got, first)
+            assert torch.allclose(got.double(), newton_schulz(matrix.double()), atol=2e-5)
