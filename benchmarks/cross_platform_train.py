@@ -1,28 +1,29 @@
-"""Training's bytes on this machine under torch's and MKL's code-path settings, to compare across
-CPUs (README, "Same games on any machine": training is not yet byte-identical across CPUs).
+"""Training's bytes on this machine under settings that play what differs between CPUs (README,
+"Same games on any machine").
 
     python benchmarks/cross_platform_train.py
 
 Trains one short PPO run (512 self-play envs, horizon 64, 3 epochs, seed 7, two threads) in a fresh
 process per setting and prints the SHA-256 prefix of its final.bin, torch's CPU capability and the
-seconds it took. Settings: torch's and MKL's own choice; torch's AVX2 kernels with MKL's AVX2 branch
-in its reproducible (CNR) mode, which Intel documents for Intel CPUs only; and torch's AVX2 kernels
-with MKL's COMPATIBLE branch (SSE2, the one CNR branch documented for every vendor). A setting whose
-hash is the same on two CPUs makes training byte-identical across them there.
+seconds it took. `default` is the CLI's settings (torch's AVX2 kernels, MKL's COMPATIBLE branch);
+the others change one thing: MKL's own choice of kernels, its AVX2 branch, its AVX2 instructions
+(MKL picks by vendor and model; the products no longer use it, so the hash must not move),
+gcpipe's AVX2 code path on an AVX-512 CPU (an AVX2-only CPU's path), and torch's AVX-512 kernels
+(another file: the reason the CLI pins AVX2).
 
-Measured 2026-12-04 on an AMD EPYC (Zen 4, AVX-512), torch 2.13.0: f1592db5..., 849da7fb...,
-f6d3045d... (`gcpipe bench train` there, interleaved rounds: 77-104 k, 77-86 k and 43-63 k agent
-steps/s)."""
+Measured 2026-12-04 on an AMD EPYC (Zen 4, AVX-512), torch 2.13.0: MEASURED. Before the products
+were in C (commit 4f527c3) the settings default / ATEN avx2 + MKL_CBWR=AVX2 / ATEN avx2 +
+MKL_CBWR=COMPATIBLE gave three hashes, f1592db5..., 849da7fb..., f6d3045d..."""
 import os
 import subprocess
 import sys
 
 SETTINGS = {
     "default": {},
-    "mkl-compatible": {"MKL_CBWR": "COMPATIBLE"},
-    "mkl-avx2": {"MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "mkl-auto": {"MKL_CBWR": "AUTO"},
+    "mkl-avx2": {"MKL_CBWR": "AVX2"},
+    "mkl-avx2-isa": {"MKL_CBWR": "AUTO", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
     "gemm-avx2": {"GCPIPE_SIMD": "avx2"},
-    "torch-avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
     "torch-avx512": {"ATEN_CPU_CAPABILITY": "avx512"},
 }
 

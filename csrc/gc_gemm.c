@@ -2,6 +2,10 @@
 #include <math.h>
 #include <string.h>
 
+#ifdef __FAST_MATH__
+#error "gc_gemm.c fixes every rounding: build it without -ffast-math"
+#endif
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define GEMM_X86 1
@@ -35,50 +39,73 @@ static void tile_scalar(int rows, int cols, int k0, int k1, const float *a, int6
 }
 
 #ifdef GEMM_X86
-/* ---- AVX2 + FMA: 2 x 8 columns; 12 accumulators, 2 B vectors and a broadcast fill the 16 registers ---- */
-
-INLINE_AVX2 __m256i mask8(int lanes) {       /* the first `lanes` (0..8) lanes set */
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-/* The accumulators are named variables, not arrays: GCC keeps arrays of vectors in memory,
- * storing every one each step.  `rows` is a constant at each call, so the unused rows vanish. */
+/* A tile's pass over k, written once for both vector widths: each path defines VEC (its vector
+ * type), HALF (columns per vector) and V_ZERO, V_LOAD, V_STORE, V_BROADCAST and V_FMA, then expands
+ * TILE_PASS in a function with constant `rows` (1..MR) and `vecs` (1 or 2 vectors of columns) and
+ * the masks m0 and m1 of its vectors (AVX-512's masked loads never touch a masked-off element;
+ * AVX2's are not used: AMD leaves their faults on masked-off elements to the implementation, so
+ * the AVX2 path takes whole vectors only and leaves the last columns to the scalar tile).  The
+ * accumulators are named variables, not arrays: GCC keeps arrays of vectors in memory, storing
+ * every one each step.  The unused rows and vector vanish at compile time. */
 #define EACH_ROW(DO) DO(0) DO(1) DO(2) DO(3) DO(4) DO(5)
-
-INLINE_AVX2 void tile_avx2_rows(const int rows, int cols, int k0, int k1, const float *a, int64_t a_row,
-                                int64_t a_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
-    __m256i m0 = mask8(cols < 8 ? cols : 8), m1 = mask8(cols > 8 ? cols - 8 : 0);
-#define DECLARE(r) __m256 acc##r##0 = _mm256_setzero_ps(), acc##r##1 = _mm256_setzero_ps();
-#define LOAD(r) if (rows > r) { acc##r##0 = _mm256_maskload_ps(c + r * ldc, m0); \
-                                acc##r##1 = _mm256_maskload_ps(c + r * ldc + 8, m1); }
-#define FMA(r) if (rows > r) { __m256 av = _mm256_broadcast_ss(ak + r * a_row); \
-                               acc##r##0 = _mm256_fmadd_ps(av, b0, acc##r##0); \
-                               acc##r##1 = _mm256_fmadd_ps(av, b1, acc##r##1); }
-#define STORE(r) if (rows > r) { _mm256_maskstore_ps(c + r * ldc, m0, acc##r##0); \
-                                 _mm256_maskstore_ps(c + r * ldc + 8, m1, acc##r##1); }
-    EACH_ROW(DECLARE)
-    EACH_ROW(LOAD)
-    const float *ak = a + k0 * a_col, *bk = b + k0 * ldb;
-    for (int k = k0; k < k1; k++, ak += a_col, bk += ldb) {
-        __m256 b0 = _mm256_maskload_ps(bk, m0), b1 = _mm256_maskload_ps(bk + 8, m1);
-        EACH_ROW(FMA)
-    }
+#define DECLARE(r) VEC acc##r##0 = V_ZERO(), acc##r##1 = V_ZERO();
+#define LOAD(r) if (rows > r) { acc##r##0 = V_LOAD(c + r * ldc, m0); \
+                                if (vecs > 1) acc##r##1 = V_LOAD(c + r * ldc + HALF, m1); }
+#define FMA(r) if (rows > r) { VEC av = V_BROADCAST(ak + r * a_row); acc##r##0 = V_FMA(av, b0, acc##r##0); \
+                               if (vecs > 1) acc##r##1 = V_FMA(av, b1, acc##r##1); }
+#define STORE(r) if (rows > r) { V_STORE(c + r * ldc, m0, acc##r##0); \
+                                 if (vecs > 1) V_STORE(c + r * ldc + HALF, m1, acc##r##1); }
+#define TILE_PASS                                                                \
+    EACH_ROW(DECLARE)                                                            \
+    EACH_ROW(LOAD)                                                               \
+    const float *ak = a + k0 * a_col, *bk = b + k0 * ldb;                        \
+    for (int k = k0; k < k1; k++, ak += a_col, bk += ldb) {                      \
+        VEC b0 = V_LOAD(bk, m0), b1 = vecs > 1 ? V_LOAD(bk + HALF, m1) : V_ZERO(); \
+        EACH_ROW(FMA)                                                            \
+    }                                                                            \
     EACH_ROW(STORE)
-#undef DECLARE
-#undef LOAD
-#undef FMA
-#undef STORE
+/* A tile function's body: its rows kernel with the row count as a constant. */
+#define ROWS_CASE(n, kernel) case n: kernel(n, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
+#define BY_ROWS(kernel) switch (rows) { ROWS_CASE(6, kernel) ROWS_CASE(5, kernel) ROWS_CASE(4, kernel) \
+                                        ROWS_CASE(3, kernel) ROWS_CASE(2, kernel) ROWS_CASE(1, kernel) }
+
+/* ---- AVX2 + FMA: 16 or 8 columns (whole vectors); 12 accumulators, 2 B vectors and a broadcast
+ * fill the 16 registers ---- */
+
+#define VEC __m256
+#define HALF 8
+#define V_ZERO() _mm256_setzero_ps()
+#define V_LOAD(p, mask) _mm256_loadu_ps(p)
+#define V_STORE(p, mask, v) _mm256_storeu_ps(p, v)
+#define V_BROADCAST(p) _mm256_broadcast_ss(p)
+#define V_FMA(x, y, z) _mm256_fmadd_ps(x, y, z)
+
+INLINE_AVX2 void tile_avx2_rows(const int rows, const int vecs, int k0, int k1, const float *a, int64_t a_row,
+                                int64_t a_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
+    const int m0 = 0, m1 = 0;     /* (no masks) */
+    (void)m0, (void)m1;
+    TILE_PASS
 }
 
+INLINE_AVX2 void tile_avx2_two(const int rows, int cols, int k0, int k1, const float *a, int64_t a_row,
+                               int64_t a_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
+    (void)cols;
+    tile_avx2_rows(rows, 2, k0, k1, a, a_row, a_col, b, ldb, c, ldc);
+}
+
+INLINE_AVX2 void tile_avx2_one(const int rows, int cols, int k0, int k1, const float *a, int64_t a_row,
+                               int64_t a_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
+    (void)cols;
+    tile_avx2_rows(rows, 1, k0, k1, a, a_row, a_col, b, ldb, c, ldc);
+}
+
+/* cols: 16, or 8 at the right edge. */
 AVX2 static void tile_avx2(int rows, int cols, int k0, int k1, const float *a, int64_t a_row, int64_t a_col,
                            const float *b, int64_t ldb, float *c, int64_t ldc) {
-    switch (rows) {   /* a constant row count per call, so the accumulators stay in registers */
-    case 6: tile_avx2_rows(6, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
-    case 5: tile_avx2_rows(5, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
-    case 4: tile_avx2_rows(4, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
-    case 3: tile_avx2_rows(3, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
-    case 2: tile_avx2_rows(2, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
-    default: tile_avx2_rows(1, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
+    if (cols == 16) {
+        BY_ROWS(tile_avx2_two)
+    } else {
+        BY_ROWS(tile_avx2_one)
     }
 }
 
@@ -88,55 +115,55 @@ INLINE_AVX512 __mmask16 mask16(int lanes) {  /* the first `lanes` (0..16) lanes 
     return (__mmask16)(lanes >= 16 ? 0xFFFFu : (1u << lanes) - 1u);
 }
 
+#undef VEC
+#undef HALF
+#undef V_ZERO
+#undef V_LOAD
+#undef V_STORE
+#undef V_BROADCAST
+#undef V_FMA
+#define VEC __m512
+#define HALF 16
+#define V_ZERO() _mm512_setzero_ps()
+#define V_LOAD(p, mask) _mm512_maskz_loadu_ps(mask, p)
+#define V_STORE(p, mask, v) _mm512_mask_storeu_ps(p, mask, v)
+#define V_BROADCAST(p) _mm512_set1_ps(*(p))
+#define V_FMA(x, y, z) _mm512_fmadd_ps(x, y, z)
+
 INLINE_AVX512 void tile_avx512_rows(const int rows, int cols, int k0, int k1, const float *a, int64_t a_row,
                                     int64_t a_col, const float *b, int64_t ldb, float *c, int64_t ldc) {
+    const int vecs = 2;
     __mmask16 m0 = mask16(cols), m1 = mask16(cols > 16 ? cols - 16 : 0);
-#define DECLARE(r) __m512 acc##r##0 = _mm512_setzero_ps(), acc##r##1 = _mm512_setzero_ps();
-#define LOAD(r) if (rows > r) { acc##r##0 = _mm512_maskz_loadu_ps(m0, c + r * ldc); \
-                                acc##r##1 = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16); }
-#define FMA(r) if (rows > r) { __m512 av = _mm512_set1_ps(ak[r * a_row]); \
-                               acc##r##0 = _mm512_fmadd_ps(av, b0, acc##r##0); \
-                               acc##r##1 = _mm512_fmadd_ps(av, b1, acc##r##1); }
-#define STORE(r) if (rows > r) { _mm512_mask_storeu_ps(c + r * ldc, m0, acc##r##0); \
-                                 _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc##r##1); }
-    EACH_ROW(DECLARE)
-    EACH_ROW(LOAD)
-    const float *ak = a + k0 * a_col, *bk = b + k0 * ldb;
-    for (int k = k0; k < k1; k++, ak += a_col, bk += ldb) {
-        __m512 b0 = _mm512_maskz_loadu_ps(m0, bk), b1 = _mm512_maskz_loadu_ps(m1, bk + 16);
-        EACH_ROW(FMA)
-    }
-    EACH_ROW(STORE)
-#undef DECLARE
-#undef LOAD
-#undef FMA
-#undef STORE
+    TILE_PASS
 }
 
 AVX512 static void tile_avx512(int rows, int cols, int k0, int k1, const float *a, int64_t a_row, int64_t a_col,
                                const float *b, int64_t ldb, float *c, int64_t ldc) {
-    switch (rows) {
-    case 6: tile_avx512_rows(6, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
-    case 5: tile_avx512_rows(5, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
-    case 4: tile_avx512_rows(4, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
-    case 3: tile_avx512_rows(3, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
-    case 2: tile_avx512_rows(2, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
-    default: tile_avx512_rows(1, cols, k0, k1, a, a_row, a_col, b, ldb, c, ldc); break;
-    }
+    BY_ROWS(tile_avx512_rows)
 }
+
+#undef EACH_ROW
+#undef DECLARE
+#undef LOAD
+#undef FMA
+#undef STORE
+#undef TILE_PASS
+#undef ROWS_CASE
+#undef BY_ROWS
 #endif
 
 void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64_t a_col, const float *b,
              int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end) {
-    (void)M;
     tile_fn tile = tile_scalar;
-    int width = 16;                   /* columns per tile */
+    int width = 16, unit = 1;      /* columns of a whole tile; a narrower tile takes a multiple of unit */
 #ifdef GEMM_X86
     if (simd == GC_NET_SIMD_AVX512) tile = tile_avx512, width = 32;
-    else if (simd == GC_NET_SIMD_AVX2) tile = tile_avx2;
+    else if (simd == GC_NET_SIMD_AVX2) tile = tile_avx2, unit = 8;
 #else
     (void)simd;
 #endif
+    if (first < 0) first = 0;
+    if (end > M) end = M;
     for (int m = first; m < end; m++) {
         float *row = c + m * ldc;
         if (bias) memcpy(row, bias, sizeof(float) * N);
@@ -147,9 +174,12 @@ void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64
         int k1 = K - k0 < pass ? K : k0 + pass;
         for (int m0 = first; m0 < end; m0 += MR) {
             int rows = end - m0 < MR ? end - m0 : MR;
-            for (int n0 = 0; n0 < N; n0 += width)
-                tile(rows, N - n0 < width ? N - n0 : width, k0, k1, a + m0 * a_row, a_row, a_col, b + n0, ldb,
-                     c + m0 * ldc + n0, ldc);
+            for (int n0 = 0, cols; n0 < N; n0 += cols) {
+                cols = N - n0 < width ? (N - n0) / unit * unit : width;
+                tile_fn edge = tile;
+                if (!cols) cols = N - n0, edge = tile_scalar;     /* fewer than `unit` columns left */
+                edge(rows, cols, k0, k1, a + m0 * a_row, a_row, a_col, b + n0, ldb, c + m0 * ldc + n0, ldc);
+            }
         }
     }
 }

@@ -13,15 +13,15 @@
 
 /* The rows m in [first, end) of C = A B (+ bias in every row), M x N from K.  A(m, k) is
  * a[m * a_row + k * a_col] (any strides, so A may be a transposed view); B is row-major with
- * leading dimension ldb, C with ldc; bias has N entries or is NULL.  `simd` is a GC_NET_SIMD_*
- * path the CPU runs (gc_net_best_simd). */
+ * leading dimension ldb, C with ldc, not overlapping A or B; bias has N entries or is NULL.
+ * `simd` is a GC_NET_SIMD_* path the CPU runs (gc_net_best_simd). */
 void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64_t a_col, const float *b,
              int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end);
 
 /* Muon's Newton–Schulz orthogonalisation (gcpipe/train/muon.py) of one rows x cols matrix g, on
  * one thread, every product by gc_gemm: X = g / (|g| + eps) in its wide form (transposed when
  * rows > cols), then per iteration i with (a, b, c) = coefficients[3i..3i+2]
- *     A = X X^T,  X <- a X + (b A + c A A) X
+ *     A = X X^T,  X <- a X + (b A + (c A) A) X
  * each elementwise operation rounded as written; out (rows x cols) gets X in g's shape.  |g| is
  * the Frobenius norm summed in double in index order.  scratch holds 2 * rows * cols +
  * 3 * m * m floats, m = min(rows, cols). */

@@ -232,6 +232,26 @@ int gc_validate(const gc_state *s) {
     return GC_VALID;
 }
 
+void gc_legal_softmax(int n, const float *logits, const uint8_t *mask, float *out) {
+    for (int k = 0; k < n; k++) {
+        const float *row = logits + (size_t)k * GC_NUM_ACTIONS;
+        const uint8_t *legal = mask + (size_t)k * GC_NUM_ACTIONS;
+        float *p = out + (size_t)k * GC_NUM_ACTIONS, top = -INFINITY;
+        for (int a = 0; a < GC_NUM_ACTIONS; a++)
+            if (legal[a] && row[a] > top) top = row[a];
+        double total = 0.0;
+        for (int a = 0; a < GC_NUM_ACTIONS; a++) total += p[a] = legal[a] ? gc_expf(row[a] - top) : 0.0f;
+        for (int a = 0; a < GC_NUM_ACTIONS; a++) p[a] = total > 0.0 ? (float)(p[a] / total) : 0.0f;
+    }
+}
+
+double gc_mean_entropy(int n, const float *p) {
+    double total = 0.0;
+    for (int64_t i = 0; i < (int64_t)n * GC_NUM_ACTIONS; i++)
+        total -= (double)p[i] * gc_logf(p[i] > 1e-12f ? p[i] : 1e-12f);
+    return n ? total / n : NAN;
+}
+
 int gc_sample_action(gc_state *s, const float *logits) {
     int16_t legal[GC_NUM_ACTIONS];
     float p[GC_NUM_ACTIONS];

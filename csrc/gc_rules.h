@@ -105,6 +105,13 @@ int gc_sample_action(gc_state *s, const float *logits);
 void gc_batch_observe(const gc_state *states, const int32_t *idx, int n, uint8_t *obs, uint8_t *mask);
 /* gc_sample_action in each selected game (one draw from its generator); writes the actions. */
 void gc_batch_sample(gc_state *states, const int32_t *idx, int n, const float *logits, int32_t *actions);
+/* Row k of out: the softmax of logits row k over its legal actions (mask row k nonzero), 0 on the
+ * others; exp is gc_math.h's and each row's total is summed in double, actions in order, so the
+ * result is the same on every machine.  A row without a legal action is all 0. */
+void gc_legal_softmax(int n, const float *logits, const uint8_t *mask, float *out);
+/* The mean over n rows of GC_NUM_ACTIONS probabilities of -sum p log max(p, 1e-12), in double,
+ * rows and actions in order, log gc_math.h's: the same on every machine. */
+double gc_mean_entropy(int n, const float *p);
 /* Applies actions[k] in game idx[k] in order, stopping at the first that is not legal there;
  * returns n when all were applied, else that k (games from idx[k] on are unchanged). */
 int gc_batch_apply(gc_state *states, const int32_t *idx, int n, const int32_t *actions);

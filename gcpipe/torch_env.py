@@ -1,6 +1,7 @@
 """Settings torch reads once, when it loads or first dispatches a kernel: set before anything
-imports torch (the CLI calls `before_torch` at import).  A user's own value of either variable
-is kept.
+imports torch (the CLI calls `before_torch` at import; where torch is already loaded they are
+left alone, so that child processes run what their parent runs).  A user's own value of any of
+them is kept.
 
 GOMP_SPINCOUNT: how long torch's idle OpenMP threads spin before they sleep.  gcpipe runs C
 kernels on threads of its own between torch's parallel operations (the update's products and
@@ -17,10 +18,17 @@ ATEN_CPU_CAPABILITY: which of its compiled kernel sets torch runs, by default th
 has (AVX-512 on recent Intel and AMD CPUs, AVX2 on older ones).  Its vectorised reductions (the
 softmax's sums, norms, means) add in lanes of the vector width, so a training run gave other bytes
 under the AVX-512 kernels than under the AVX2 ones.  Pinned to avx2 wherever the CPU has AVX2 and
-FMA (every x86-64 CPU since 2013-15), the same kernels run on every such machine; with the matrix
-products in C (gcpipe/train/matmul.py) a run is then the same bytes on all of them.  Measured on a
-Zen 4 EPYC: no change in `gcpipe bench train`'s speed."""
+FMA (every x86-64 CPU since 2013-15), the same kernels run on every such machine.
+
+MKL_CBWR: torch's exp and log of a float tensor are MKL's vector-math functions, whose code
+MKL picks by CPU vendor and model, as it picks its matrix kernels; its COMPATIBLE branch is the
+one Intel documents as giving the same results on every x86-64 CPU, Intel's and others'.  (The
+training's matrix products are gcpipe's own, gcpipe/train/matmul.py, so it does not slow them.)
+
+With the three, a training run is the same bytes on every x86-64 CPU with AVX2 (README, "Same
+games on any machine").  Measured on a Zen 4 EPYC: no change in `gcpipe bench train`'s speed."""
 import os
+import sys
 
 SPIN_COUNT = "10000"
 
@@ -40,13 +48,17 @@ def cpu_flags() -> set[str]:
         return set()
 
 
-def avx2_kernels() -> None:
-    """Sets ATEN_CPU_CAPABILITY=avx2 where the CPU has AVX2 and FMA, unless the user set it."""
+def portable_kernels() -> None:
+    """Sets ATEN_CPU_CAPABILITY=avx2 where the CPU has AVX2 and FMA, and MKL_CBWR=COMPATIBLE,
+    each unless the user set it."""
     if "ATEN_CPU_CAPABILITY" not in os.environ and {"avx2", "fma"} <= cpu_flags():
         os.environ["ATEN_CPU_CAPABILITY"] = "avx2"
+    os.environ.setdefault("MKL_CBWR", "COMPATIBLE")
 
 
 def before_torch() -> None:
-    """Both settings; effective only where torch is not imported yet."""
+    """All three settings, unless torch is loaded already (it has read them then)."""
+    if "torch" in sys.modules:
+        return
     short_spin()
-    avx2_kernels()
+    portable_kernels()

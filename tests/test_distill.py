@@ -64,6 +64,12 @@ def test_legal_softmax_matches_a_hand_computation():
     policy = legal_softmax(logits, legal)
     assert policy[0, :3].tolist() == pytest.approx([1 / 3, 2 / 3, 0.0], abs=1e-7)
     assert policy[0, 2:].sum() == 0.0 and policy.dtype == np.float32
+    # exp(0) = 1 exactly, so two equal legal logits give exactly a half each; a row with no legal
+    # action is all zero.
+    both = np.zeros((2, 256), np.uint8)
+    both[0, [7, 9]] = 1
+    halves = legal_softmax(np.full((2, 256), 3.5, np.float32), both)
+    assert halves[0, [7, 9]].tolist() == [0.5, 0.5] and halves[0].sum() == 1.0 and not halves[1].any()
 
 
 def _replayed_targets(game, models) -> np.ndarray:

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from gcpipe._engine import ffi, lib
-from gcpipe.nn.inference import SIMD, best_simd
+from gcpipe.errors import UserError
+from gcpipe.nn.inference import SIMD, best_simd, simd_code
 from gcpipe.nn.select import floats
 from gcpipe.train import matmul as fixed
 from gcpipe.train.muon import newton_schulz, orthogonalise
@@ -34,7 +35,7 @@ def on_every_path(monkeypatch, product):
 @pytest.mark.parametrize("path", PATHS, indirect=True)
 def test_each_element_is_its_bias_then_one_fused_multiply_add_per_input_in_order(path):
     # 2^24 + 1 is not a float32: summed in order, (0 + 2^24) + 1 rounds back to 2^24, then - 2^24
-    # gives 0, where any other order keeps the 1.  Forty columns reach every path's masked edge.
+    # gives 0, where the reverse or a pairwise order keeps the 1.  Forty columns reach every path's masked edge.
     a = torch.tensor([[2.0 ** 24, 1.0, -(2.0 ** 24)], [1.0, 2.0 ** 24, -(2.0 ** 24)]])
     b = torch.ones(3, 40)
     assert fixed.matmul(a, b).tolist() == [[0.0] * 40, [0.0] * 40]
@@ -85,24 +86,43 @@ def test_a_products_rows_do_not_depend_on_how_calls_split_them():
 
 
 @pytest.mark.parametrize("bias", [False, True])
-def test_fixed_linear_gives_the_layers_gradients(bias):
+@pytest.mark.parametrize("layout", ["contiguous", "strided input, no input gradient"])
+def test_fixed_order_linear_gives_the_layers_gradients(bias, layout):
     generator = torch.Generator().manual_seed(5)
     layer = torch.nn.Linear(24, 40, bias=bias)
-    x = torch.randn(3, 7, 24, generator=generator, requires_grad=True)
+    x = torch.randn(3, 7, 24, generator=generator)
+    if layout == "contiguous":
+        x.requires_grad_()
+    else:
+        x = torch.randn(7, 3, 24, generator=generator).transpose(0, 1)   # as the encoder's observations
     weights = torch.randn(3, 7, 40, generator=generator)
-    (fixed.linear(layer, x) * weights).sum().backward()
-    mine = [x.grad] + [p.grad for p in layer.parameters()]
-    x64 = x.detach().double().requires_grad_()
+    # A weighted sum, and a plain one whose gradient arrives expanded (stride 0).
+    ((fixed.linear(layer, x) * weights).sum() + fixed.linear(layer, x).sum()).backward()
+    mine = ([x.grad] if x.requires_grad else []) + [p.grad for p in layer.parameters()]
+    x64 = x.detach().double().requires_grad_(x.requires_grad)
     params64 = [p.detach().double().requires_grad_() for p in layer.parameters()]
-    (torch.nn.functional.linear(x64, *params64) * weights.double()).sum().backward()
-    for got, want in zip(mine, [x64.grad] + [p.grad for p in params64]):
+    out64 = torch.nn.functional.linear(x64, *params64)
+    ((out64 * weights.double()).sum() + out64.sum()).backward()
+    wanted = ([x64.grad] if x.requires_grad else []) + [p.grad for p in params64]
+    assert len(mine) == len(wanted) == (1 if x.requires_grad else 0) + (2 if bias else 1)
+    for got, want in zip(mine, wanted):
         assert got.shape == want.shape and torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_gcpipe_simd_names_a_path_this_cpu_runs(monkeypatch):
+    monkeypatch.setenv("GCPIPE_SIMD", "scalar")
+    assert simd_code() == SIMD["scalar"]
+    monkeypatch.setenv("GCPIPE_SIMD", "sse9")
+    with pytest.raises(UserError, match="^unknown code path 'sse9'; choose one of scalar, avx2, avx512$"):
+        simd_code()
 
 
 def test_the_c_newton_schulz_is_the_iteration_on_every_path(monkeypatch):
     generator = torch.Generator().manual_seed(6)
     matrices = [torch.randn(rows, cols, generator=generator) for rows, cols in [(384, 128), (128, 120), (7, 30)]]
     results = on_every_path(monkeypatch, lambda: orthogonalise(matrices))
+    torch.set_num_threads(2)                          # the matrices dealt to two threads
+    results["two threads"] = orthogonalise(matrices)
     for outputs in results.values():
         for got, first, matrix in zip(outputs, results[PATHS[0]], matrices):
             assert torch.equal(got, first)

@@ -336,15 +336,18 @@ def test_the_cli_shortens_openmps_spin_before_torch_loads_unless_the_user_chose(
     assert out == [str(expected), "False"]       # libgomp reads it when torch loads: torch must not be loaded yet
 
 
-@pytest.mark.parametrize("preset, expected", [({}, "avx2"), ({"ATEN_CPU_CAPABILITY": "default"}, "default")])
-def test_the_cli_pins_torchs_avx2_kernels_before_torch_loads_unless_the_user_chose(preset, expected):
+@pytest.mark.parametrize("preset, expected", [({}, ("AVX2", "COMPATIBLE")),
+                                              ({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AUTO"},
+                                               ("DEFAULT", "AUTO"))])
+def test_the_cli_pins_torchs_avx2_kernels_and_mkls_portable_branch_unless_the_user_chose(preset, expected):
     if preset == {} and not {"avx2", "fma"} <= cpu_flags():
-        expected = None                      # (a CPU without them keeps torch's own choice)
-    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
-    probe = "import os, sys, gcpipe.cli; print(os.environ.get('ATEN_CPU_CAPABILITY'), 'torch' in sys.modules)"
+        pytest.skip("a CPU without AVX2 and FMA keeps torch's own kernel choice")
+    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
+    probe = ("import os, gcpipe.cli, torch; "
+             "print(torch.backends.cpu.get_cpu_capability(), os.environ.get('MKL_CBWR'))")
     out = subprocess.run([sys.executable, "-c", probe], env={**env, **preset}, capture_output=True, text=True,
                          check=True).stdout.split()
-    assert out == [str(expected), "False"]
+    assert tuple(out) == expected
 
 
 TRAIN_BYTES = """
@@ -364,15 +367,15 @@ with tempfile.TemporaryDirectory() as tmp:
 
 
 def test_training_bytes_do_not_depend_on_mkls_kernels_or_the_products_code_path():
-    """What differs between CPUs, played on one: MKL's conditional-reproducibility branches run
-    other kernels (as MKL picks by vendor and model), and GCPIPE_SIMD runs another of gcpipe's own
-    code paths (an AVX2-only CPU's).  Before the update's products were in C, MKL_CBWR alone
-    changed the run's bytes."""
+    """What differs between CPUs, played on one: MKL's own choice of kernels and its AVX2 branch
+    (MKL picks by vendor and model; the CLI's COMPATIBLE branch is the third), and GCPIPE_SIMD runs
+    another of gcpipe's own code paths (an AVX2-only CPU's).  With torch's products, MKL_CBWR
+    alone changed the run's bytes."""
     other_path = "avx2" if best_simd() == "avx512" else "scalar"
     env = {k: v for k, v in os.environ.items() if k not in ("MKL_CBWR", "GCPIPE_SIMD", "ATEN_CPU_CAPABILITY")}
     digests = [subprocess.run([sys.executable, "-c", TRAIN_BYTES], env={**env, **extra}, capture_output=True,
                               text=True, check=True).stdout.strip()
-               for extra in ({}, {"MKL_CBWR": "COMPATIBLE"}, {"GCPIPE_SIMD": other_path})]
+               for extra in ({"MKL_CBWR": "AUTO"}, {"MKL_CBWR": "AVX2"}, {"GCPIPE_SIMD": other_path})]
     assert len(digests[0]) == 64 and digests == [digests[0]] * 3
 
 

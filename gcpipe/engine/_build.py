@@ -70,6 +70,8 @@ int gc_action_captures(const gc_state *s, int action);
 int gc_sample_action(gc_state *s, const float *logits);
 void gc_batch_observe(const gc_state *states, const int32_t *idx, int n, uint8_t *obs, uint8_t *mask);
 void gc_batch_sample(gc_state *states, const int32_t *idx, int n, const float *logits, int32_t *actions);
+void gc_legal_softmax(int n, const float *logits, const uint8_t *mask, float *out);
+double gc_mean_entropy(int n, const float *p);
 int gc_batch_apply(gc_state *states, const int32_t *idx, int n, const int32_t *actions);
 
 typedef struct {

@@ -9,6 +9,7 @@ matrices); `step` advances per-slot recurrent states held by the caller in one f
 """
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,6 +24,20 @@ OUTPUTS = lib.GC_NET_OUTPUTS                      # 256 logits + the value
 # Code paths, all giving the same bits (csrc/gc_net.h); BEST is the widest this CPU has.
 SIMD = {"best": lib.GC_NET_SIMD_BEST, "scalar": lib.GC_NET_SIMD_SCALAR, "avx2": lib.GC_NET_SIMD_AVX2,
         "avx512": lib.GC_NET_SIMD_AVX512}
+
+
+def simd_code(name: str = "best") -> int:
+    """The code of path `name`, where `best` is GCPIPE_SIMD if set (scalar, avx2 or avx512: the
+    C network and the training's products run that path in this process, to check on one machine
+    that every path gives the same bits), else the widest this CPU has.  UserError for an unknown
+    name or a path this CPU lacks."""
+    if name == "best":
+        name = os.environ.get("GCPIPE_SIMD") or best_simd()
+    if name not in SIMD or name == "best":
+        raise UserError(f"unknown code path {name!r}; choose one of {', '.join(n for n in SIMD if n != 'best')}")
+    if SIMD[name] > lib.gc_net_best_simd():
+        raise UserError(f"this CPU cannot run the {name} code path (it has {best_simd()})")
+    return SIMD[name]
 
 
 def best_simd() -> str:
@@ -67,8 +82,7 @@ class CompiledNet:
             raise UserError(f"the C network step holds hidden sizes that are multiples of 16 up to "
                             f"{lib.GC_NET_MAX_HIDDEN} and 1..{lib.GC_NET_MAX_LAYERS} layers; this network has "
                             f"H={hidden}, L={layers}")
-        if simd not in SIMD:
-            raise UserError(f"unknown code path {simd!r}; choose one of {', '.join(SIMD)}")
+        code = simd_code(simd)
         self.hidden, self.layers = hidden, layers
         stride = lib.GC_NET_DECODER_STRIDE
 
@@ -87,7 +101,7 @@ class CompiledNet:
                         "decoder": input_major(weights["decoder"], stride), "decoder_bias": bias("decoder_bias", stride)}
         self._arrays.update({f"gru{i}": input_major(weights[f"gru{i}"]) for i in range(layers)})
         net = ffi.new("gc_net *")
-        net.hidden, net.layers, net.simd = hidden, layers, SIMD[simd]
+        net.hidden, net.layers, net.simd = hidden, layers, code
         for name in ("encoder", "encoder_bias", "decoder", "decoder_bias"):
             setattr(net, name, _pointer(self._arrays[name]))
         for i in range(layers):

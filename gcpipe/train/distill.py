@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gcpipe._engine import ffi, lib
 from gcpipe.engine import COIN, GUERRILLA, NUM_ACTIONS, SIDE_NAMES, GameBatch
 from gcpipe.nn.checkpoint import Checkpoint
 from gcpipe.nn.inference import CompiledNet, net_arrays
@@ -119,12 +120,16 @@ class TeacherExpert:
 
 
 def legal_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
-    """softmax over each row's legal actions (float64 sums), 0 on the illegal ones: float32 [k, 256]."""
-    legal = legal.astype(bool)
-    shifted = np.where(legal, logits.astype(np.float64), -np.inf)
-    shifted -= shifted.max(axis=1, keepdims=True)
-    weights = np.exp(shifted)
-    return (weights / weights.sum(axis=1, keepdims=True)).astype(np.float32)
+    """softmax over each row's legal actions, 0 on the illegal ones: float32 [k, 256].  In C
+    (gc_legal_softmax: gc_math.h's exp, float64 sums in order), not numpy, whose exp and sums take
+    other code on CPUs with AVX-512 than without, so the targets are the same on every machine."""
+    logits = np.ascontiguousarray(logits, np.float32)
+    legal = np.ascontiguousarray(legal, np.uint8)
+    out = np.empty_like(logits)
+    if len(out):
+        lib.gc_legal_softmax(len(out), ffi.from_buffer("float[]", logits), ffi.from_buffer("uint8_t[]", legal),
+                             ffi.from_buffer("float[]", out))
+    return out
 
 
 class Distillation(ExpertIteration):

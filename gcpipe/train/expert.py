@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gcpipe._engine import lib
+from gcpipe._engine import ffi, lib
 from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, NUM_ACTIONS, OBS_SIZE, GameBatch
 from gcpipe.engine.bots import kinds_by_side
 from gcpipe.nn.inference import CompiledNet, net_arrays
@@ -291,11 +291,12 @@ def expert_loss(policy: MinGRUPolicy, batch: dict[str, torch.Tensor]
 
 
 def mean_entropy(distributions: torch.Tensor) -> float:
-    """The mean entropy of the rows of `distributions` [k, 256], in float64 numpy (one thread): on two
-    threads torch's float32 figure for the same targets differed between identical runs (2.0686111
-    and 2.0686150 in a distillation's first update), though the updates' bytes did not."""
-    p = distributions.detach().cpu().numpy().astype(np.float64)
-    return float(-(p * np.log(np.maximum(p, 1e-12))).sum(-1).mean()) if len(p) else math.nan
+    """The mean entropy of the rows of `distributions` [k, 256], in C (gc_mean_entropy: float64
+    sums in order, gc_math.h's log): torch's float32 figure differed between identical two-thread
+    runs (2.0686111 and 2.0686150 in a distillation's first update), and numpy's float64 log takes
+    other code on CPUs with AVX-512 than without."""
+    p = np.ascontiguousarray(distributions.detach().cpu().numpy(), np.float32)
+    return float(lib.gc_mean_entropy(len(p), ffi.from_buffer("float[]", p))) if len(p) else math.nan
 
 
 class ExpertIteration:

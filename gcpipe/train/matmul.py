@@ -11,20 +11,17 @@ tensors only: other devices and dtypes keep torch's products.
 """
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from gcpipe._engine import ffi, lib
-from gcpipe.nn.inference import SIMD, best_simd
+from gcpipe.nn.inference import simd_code
 from gcpipe.nn.select import floats
 from gcpipe.train.row_threads import run_rows
 
-# The code path; every path gives the same bits.  GCPIPE_SIMD (avx512, avx2 or scalar) runs
-# another one than the widest this CPU has, to check that claim on one machine.
-SIMD_PATH = SIMD[os.environ.get("GCPIPE_SIMD") or best_simd()]
+# The code path (every path gives the same bits): the widest this CPU has, or GCPIPE_SIMD's.
+SIMD_PATH = simd_code()
 
 
 def fixed_order(*tensors: Tensor) -> bool:
@@ -36,11 +33,12 @@ def matmul(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
     """a [M, K] (any strides) @ b [K, N] (+ bias [N] in every row), float32 on the CPU, each element
     summed in input order from its bias (or 0)."""
     (rows, inner), (inner_b, cols) = a.shape, b.shape
-    if inner != inner_b:
-        raise ValueError(f"matmul: {tuple(a.shape)} @ {tuple(b.shape)}")
+    if inner != inner_b or not fixed_order(a, b, *([] if bias is None else [bias])):
+        raise ValueError(f"matmul takes float32 CPU matrices that chain: {a.dtype} {tuple(a.shape)} @ "
+                         f"{b.dtype} {tuple(b.shape)}")
     b = b.contiguous()
     bias = None if bias is None else bias.contiguous()
-    out = torch.empty(rows, cols)
+    out = torch.empty(rows, cols, dtype=torch.float32)
     if rows and cols:
         pointers = (floats(a), a.stride(0), a.stride(1), floats(b), cols,
                     floats(bias) if bias is not None else ffi.NULL, floats(out), cols)
@@ -48,7 +46,7 @@ def matmul(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
     return out
 
 
-class FixedLinear(torch.autograd.Function):
+class FixedOrderLinear(torch.autograd.Function):
     """x @ weight.T (+ bias) over x's last dimension, as torch.nn.functional.linear, and its
     gradients, each product by `matmul`.  The bias's gradient is a product too (ones @ grad): a
     sum over the rows in order."""
@@ -69,13 +67,12 @@ class FixedLinear(torch.autograd.Function):
         grad_weight = matmul(grad.T, flat) if ctx.needs_input_grad[1] else None
         grad_bias = None
         if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_bias = matmul(torch.ones(1, grad.shape[0]), grad).view(-1)
+            grad_bias = matmul(torch.ones(1, grad.shape[0], dtype=torch.float32), grad).view(-1)
         return grad_x, grad_weight, grad_bias
 
 
 def linear(layer: torch.nn.Linear, x: Tensor) -> Tensor:
-    """layer(x), by FixedLinear where the tensors take the C products."""
+    """layer(x), by FixedOrderLinear where the tensors take the C products."""
     if fixed_order(x, layer.weight):
-        return FixedLinear.apply(x, layer.weight, layer.bias)
+        return FixedOrderLinear.apply(x, layer.weight, layer.bias)
     return layer(x)
-

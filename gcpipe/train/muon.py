@@ -9,7 +9,7 @@ from torch import Tensor
 
 from gcpipe._engine import ffi, lib
 from gcpipe.nn.select import floats
-from gcpipe.train.matmul import SIMD_PATH, fixed_order
+from gcpipe.train import matmul
 from gcpipe.train.row_threads import run_rows
 
 # One (a, b, c) per iteration: X <- a X + (b A + c A^2) X with A = X X^T.  The early triples
@@ -30,7 +30,7 @@ def newton_schulz(matrix: Tensor, eps: float = NEWTON_SCHULZ_EPS) -> Tensor:
     """An approximately semi-orthogonal matrix with the singular vectors of `matrix` (2-D): after
     Frobenius normalisation, singular values not far below the largest end within ~10 % of 1
     (tiny ones stay small after only five iterations — enough for Muon).  torch's products, for
-    devices other than the CPU (orthogonalise has the C version)."""
+    what the C version (orthogonalise) does not take: other devices and dtypes."""
     transposed = matrix.size(0) > matrix.size(1)
     x = matrix.T if transposed else matrix   # iterate on the wide form: A = X X^T is the small Gram
     x = x / (x.norm() + eps)
@@ -45,9 +45,10 @@ _COEFFICIENTS = np.array(NEWTON_SCHULZ_COEFFICIENTS, np.float32)
 
 def orthogonalise(matrices: list[Tensor]) -> list[Tensor]:
     """newton_schulz of each matrix.  Float32 CPU matrices go through csrc/gc_gemm.c's
-    gc_newton_schulz, the same iteration with fixed-order products, one matrix per thread (a
-    matrix's result does not depend on which thread computes it)."""
-    if not all(fixed_order(m) for m in matrices):
+    gc_newton_schulz, the same iteration with fixed-order products and the norm summed in float64
+    in index order, the matrices dealt to the training's threads (a matrix's result does not
+    depend on which thread computes it)."""
+    if not all(matmul.fixed_order(m) for m in matrices):
         return [newton_schulz(m) for m in matrices]
     inputs = [m.contiguous() for m in matrices]
     outputs = [torch.empty_like(m) for m in inputs]
@@ -56,11 +57,11 @@ def orthogonalise(matrices: list[Tensor]) -> list[Tensor]:
     def run(first: int, end: int) -> None:
         for g, out in zip(inputs[first:end], outputs[first:end]):
             rows, cols = g.shape
-            scratch = torch.empty(2 * rows * cols + 3 * min(rows, cols) ** 2)
-            lib.gc_newton_schulz(SIMD_PATH, rows, cols, floats(g), len(_COEFFICIENTS), coefficients,
+            scratch = torch.empty(2 * rows * cols + 3 * min(rows, cols) ** 2, dtype=torch.float32)
+            lib.gc_newton_schulz(matmul.SIMD_PATH, rows, cols, floats(g), len(_COEFFICIENTS), coefficients,
                                  NEWTON_SCHULZ_EPS, floats(out), floats(scratch))
 
-    run_rows(run, len(inputs))
+    run_rows(run, len(inputs))       # (the matrices as the rows to split)
     return outputs
 
 

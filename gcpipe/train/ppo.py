@@ -151,7 +151,7 @@ class PPO:
             self.pool = OpponentPool(c.pool_size, c.num_historical_envs, c.frozen_banks, c.seed,
                                      lambda: make_policy(c).to(device))
             self.pool.add(0, self.policy)
-        # The recurrent state of every row: torch's [L, rows, H], or with `rollout_net: c` the
+        # The recurrent state of every row: torch's [L, rows, H], or with the C rollout step the
         # same view of the C step's states.
         self.rollout_net = None
         if c.rollout_net == "c" or (c.rollout_net == "auto" and device.type == "cpu"):

@@ -1,13 +1,13 @@
-"""PPO's rollout step through the play-time C network (`rollout_net: c`; nn/inference.py).
+"""PPO's rollout step through the play-time C network (`rollout_net` c, and auto on the CPU;
+nn/inference.py).
 
 The rollout steps every network-played row once a tick.  torch's step runs each matrix product
 over all rows and then a dozen elementwise passes over tensors of several MB; the C step takes
 four rows at a time through the whole network in cache (csrc/gc_net.c), the rows split among the
-training's threads.  Its products are summed in another order than torch's, so a run with it is
-another run of the same settings (as on another CPU), not the same bytes; the update, which
-recomputes the rollout's log-probabilities and values in torch, is unchanged (PPO's first ratio
-is 1 to within float32 rounding rather than exactly).  The C step's outputs are the same on
-every machine and at every thread count (csrc/gc_net.h).
+training's threads.  Its outputs are the same on every machine and at every thread count
+(csrc/gc_net.h), where torch's products are MKL's, which differ by CPU.  The update recomputes
+the rollout's log-probabilities and values with its own gates (torch's sigmoid, the recurrence
+as a multiply-add), so PPO's first ratio is 1 to within float32 rounding rather than exactly.
 
 The recurrent states live in the C step's layout [rows, L, H]; `states` is the [L, rows, H] view
 the trainer indexes, so the trainer's own torch code (the initial states of the segments, the

@@ -1,7 +1,8 @@
 """Runs the training path's C kernels over the rows of a batch on the training's threads.
 
 cffi releases the GIL, so the parts run at once; the kernels' rows are independent, so the split
-changes no bit."""
+changes no bit.  A kernel must not call run_rows itself: the pool's threads would wait on work
+queued behind them."""
 from __future__ import annotations
 
 import os
@@ -31,7 +32,7 @@ class _RowThreads:
             if parts > 1 and self.size < parts - 1:
                 if self.pool is not None:
                     self.pool.shutdown(wait=False)       # (its queued work still runs)
-                self.pool, self.size = ThreadPoolExecutor(parts - 1, thread_name_prefix="mingru"), parts - 1
+                self.pool, self.size = ThreadPoolExecutor(parts - 1, thread_name_prefix="gcpipe-rows"), parts - 1
             others = [self.pool.submit(kernel, bounds[i], bounds[i + 1]) for i in range(1, parts)]
         try:
             kernel(bounds[0], bounds[1])

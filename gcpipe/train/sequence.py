@@ -6,9 +6,10 @@ over all T steps and only the cheap elementwise recurrence is sequential.  It ru
 time-major (each step's slice is contiguous), with a hand-written backward pass: on two cores
 this is several times faster than autograd through T steps, and it gives the same numbers as
 stepping `MinGRUPolicy.step` and the same gradients as a float64 log-space scan (tests/test_train.py
-checks both against tests/sequence_oracle.py).  On float32 CPU tensors each layer's elementwise
-work, forward and backward, runs in C (MinGRULayer: one pass over memory where torch's expressions,
-kept for other devices, make a dozen), to the bits of those expressions at one or two threads.
+checks both against tests/sequence_oracle.py).  On float32 CPU tensors the matrix products run in
+C in a fixed order (train/matmul.py), and each layer's elementwise work, forward and backward,
+runs in C too (MinGRULayer: one pass over memory where torch's expressions, kept for other
+devices, make a dozen), to the bits of those expressions at one or two threads.
 """
 from __future__ import annotations
 
