@@ -39,7 +39,8 @@ int main(int argc, char **argv) {
     int32_t *idx = malloc(sizeof(int32_t) * slots);
     for (int s = 0; s < slots; s++) idx[s] = s;
     for (int t = 0; t < steps; t++)
-        gc_net_step(&net, slots, idx, obs + (size_t)t * slots * GC_OBS_SIZE, states, out + (size_t)t * slots * GC_NET_OUTPUTS);
+        gc_net_step(&net, slots, idx, obs + (size_t)t * slots * GC_OBS_SIZE, states, NULL,
+                    out + (size_t)t * slots * GC_NET_OUTPUTS);
     FILE *o = fopen(argv[2], "wb");
     fwrite(out, sizeof(float), (size_t)steps * slots * GC_NET_OUTPUTS, o);
     fclose(o);

@@ -19,16 +19,22 @@ typedef struct {
     float c[ROWS][3 * MAX_H];                   /* W x: the h | k | p blocks */
     float out[ROWS][GC_NET_DECODER_STRIDE];
     float spare_state[MAX_H];                   /* the state of rows that are padding */
+    float decode_x[ROWS][MAX_H];                /* rows waiting for a full decoder block */
+    int decode_row[ROWS];                       /* ... and their indices in the call */
+    int decode_count;
 } scratch;
 
-/* The three kernels of a step, one set per code path.  dense: y[r][j] = bias[j] (or 0) followed
- * by y += w[i][j] * x[r][i] for i = 0..in-1, fused, for r < ROWS and j < cols.  encode: the same
+/* The kernels of a step, one set per code path.  dense: y[r][j] = bias[j] (or 0) followed by
+ * y += w[i][j] * x[r][i] for i = 0..in-1, fused, for r < ROWS and j < cols.  encode: the same
  * for one row over the nonzero observation bytes only (a zero input adds w * 0, which changes no
- * sum but -0; every path skips the same inputs).  gates: the MinGRU update of model.md §1. */
+ * sum but -0; every path skips the same inputs).  gates: the MinGRU update of model.md §1.
+ * column: dense's sum for one row and one column (the value outputs of a row that needs no
+ * logits). */
 typedef struct {
     void (*dense)(const float *w, int in, int cols, const float *bias, const float (*x)[MAX_H], float *y, int ldy);
     void (*encode)(const gc_net *net, const uint8_t *obs, float *x);
     void (*gates)(int hidden, const float *c, float *state, float *x);
+    float (*column)(const float *w, int in, int cols, float bias, const float *x);
 } kernels;
 
 /* ---- scalar path ---- */
@@ -63,7 +69,13 @@ static void gates_scalar(int H, const float *c, float *state, float *x) {
     }
 }
 
-static const kernels scalar_kernels = {dense_scalar, encode_scalar, gates_scalar};
+static float column_scalar(const float *w, int in, int cols, float bias, const float *x) {
+    float acc = bias;
+    for (int i = 0; i < in; i++) acc = fmaf(w[(size_t)i * cols], x[i], acc);
+    return acc;
+}
+
+static const kernels scalar_kernels = {dense_scalar, encode_scalar, gates_scalar, column_scalar};
 
 #ifdef GC_NET_X86
 /* ---- AVX2 + FMA path: 8 outputs per vector, the scalar path's operations lane by lane ---- */
@@ -154,7 +166,14 @@ AVX2 static void gates_avx2(int H, const float *c, float *state, float *x) {
     }
 }
 
-static const kernels avx2_kernels = {dense_avx2, encode_avx2, gates_avx2};
+/* column_scalar with the fused multiply-add an instruction rather than a call into libm. */
+AVX2 static float column_fma(const float *w, int in, int cols, float bias, const float *x) {
+    float acc = bias;
+    for (int i = 0; i < in; i++) acc = fmaf(w[(size_t)i * cols], x[i], acc);
+    return acc;
+}
+
+static const kernels avx2_kernels = {dense_avx2, encode_avx2, gates_avx2, column_fma};
 
 /* ---- AVX-512 path: 16 outputs per vector; 32 registers hold 3 vectors by ROWS rows ---- */
 
@@ -191,7 +210,45 @@ AVX512 static void dense_avx512(const float *w, int in, int cols, const float *b
     }
 }
 
-static const kernels avx512_kernels = {dense_avx512, encode_avx2, gates_avx2};
+AVX512 static inline __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(GC_EXP_LO)), _mm512_set1_ps(GC_EXP_HI));
+    __m512 rounder = _mm512_set1_ps(GC_ROUNDER);
+    __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(GC_LOG2E), rounder), rounder);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-GC_LN2_HI), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-GC_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(GC_EXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(GC_EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(GC_EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(GC_EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(GC_EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(GC_EXP_P5));
+    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+}
+
+AVX512 static inline __m512 sigmoid16(__m512 x) {
+    __m512 one = _mm512_set1_ps(1.0f);      /* -x as a sign flip, as the scalar path's (not 0 - x) */
+    __m512 minus_x = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN)));
+    return _mm512_div_ps(one, _mm512_add_ps(one, exp16(minus_x)));
+}
+
+/* gates_avx2 on 16 lanes (H is a multiple of 16). */
+AVX512 static void gates_avx512(int H, const float *c, float *state, float *x) {
+    __m512 half = _mm512_set1_ps(0.5f);
+    for (int j = 0; j < H; j += 16) {
+        __m512 h = _mm512_loadu_ps(c + j);
+        __m512 z = sigmoid16(_mm512_loadu_ps(c + H + j)), p = sigmoid16(_mm512_loadu_ps(c + 2 * H + j));
+        __mmask16 positive = _mm512_cmp_ps_mask(h, _mm512_setzero_ps(), _CMP_GE_OQ);
+        __m512 g = _mm512_mask_blend_ps(positive, sigmoid16(h), _mm512_add_ps(h, half));
+        __m512 s = _mm512_loadu_ps(state + j), xv = _mm512_loadu_ps(x + j);
+        s = _mm512_fmadd_ps(z, _mm512_sub_ps(g, s), s);
+        _mm512_storeu_ps(state + j, s);
+        _mm512_storeu_ps(x + j, _mm512_fmadd_ps(p, _mm512_sub_ps(s, xv), xv));
+    }
+}
+
+static const kernels avx512_kernels = {dense_avx512, encode_avx2, gates_avx512, column_fma};
 #endif
 
 int gc_net_best_simd(void) {
@@ -225,11 +282,23 @@ static const kernels *kernels_of(int simd) {
     return &scalar_kernels;
 }
 
-void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *obs, float *states, float *out) {
+/* The decoder over the rows gathered in s->decode_x (padding rows copy row 0), into out. */
+static void decode_block(const gc_net *net, const kernels *k, scratch *s, float *out) {
+    for (int r = s->decode_count; r < ROWS; r++) memcpy(s->decode_x[r], s->decode_x[0], sizeof(float) * net->hidden);
+    k->dense(net->decoder, net->hidden, GC_NET_DECODER_STRIDE, net->decoder_bias, (const float (*)[MAX_H])s->decode_x,
+             &s->out[0][0], GC_NET_DECODER_STRIDE);
+    for (int r = 0; r < s->decode_count; r++)
+        memcpy(out + (size_t)s->decode_row[r] * GC_NET_OUTPUTS, s->out[r], sizeof(float) * GC_NET_OUTPUTS);
+    s->decode_count = 0;
+}
+
+void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *obs, float *states,
+                 const uint8_t *want_logits, float *out) {
     const kernels *k = kernels_of(net->simd);
     int H = net->hidden;
     size_t state_size = (size_t)net->layers * H;
     scratch s;
+    s.decode_count = 0;
     for (int first = 0; first < n; first += ROWS) {
         int rows = n - first < ROWS ? n - first : ROWS;
         for (int r = 0; r < rows; r++) k->encode(net, obs + (size_t)(first + r) * GC_OBS_SIZE, s.x[r]);
@@ -243,9 +312,21 @@ void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *
             }
         }
         if (!out) continue;
-        k->dense(net->decoder, H, GC_NET_DECODER_STRIDE, net->decoder_bias, (const float (*)[MAX_H])s.x, &s.out[0][0],
-                 GC_NET_DECODER_STRIDE);
-        for (int r = 0; r < rows; r++)
-            memcpy(out + (size_t)(first + r) * GC_NET_OUTPUTS, s.out[r], sizeof(float) * GC_NET_OUTPUTS);
+        /* Rows that want logits go through the decoder in whole blocks; the others get their two
+         * value outputs alone, each the same sum as in a block. */
+        for (int r = 0; r < rows; r++) {
+            int row = first + r;
+            if (!want_logits || want_logits[row]) {
+                memcpy(s.decode_x[s.decode_count], s.x[r], sizeof(float) * H);
+                s.decode_row[s.decode_count++] = row;
+                if (s.decode_count == ROWS) decode_block(net, k, &s, out);
+                continue;
+            }
+            float *y = out + (size_t)row * GC_NET_OUTPUTS;
+            memset(y, 0, sizeof(float) * GC_NUM_ACTIONS);
+            for (int j = GC_PASS_ACTION; j < GC_NET_OUTPUTS; j++)
+                y[j] = k->column(net->decoder + j, H, GC_NET_DECODER_STRIDE, net->decoder_bias[j], s.x[r]);
+        }
     }
+    if (out && s.decode_count) decode_block(net, k, &s, out);
 }

@@ -43,7 +43,12 @@ int gc_net_best_simd(void);
 /* One step for n rows: row k reads the 120 observation bytes obs[k] and the recurrent state
  * states + slots[k] * L * H ([L][H] floats), advances that state in place and, when `out` is not
  * NULL, writes its GC_NET_OUTPUTS outputs to out + k * GC_NET_OUTPUTS.  Slots must be distinct.
- * Rows are independent: a row's results do not depend on n or on the other rows. */
-void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *obs, float *states, float *out);
+ * want_logits (NULL: every row) flags the rows that need their action logits: a row with a zero
+ * flag (a waiting slot, whose only legal action is the pass) gets only the outputs read as values
+ * (the pass logit, the COIN's value under gcpipe's side_value convention, and the value), its
+ * other logits written as 0; it skips most of the decoder's work.  Rows are independent: a row's
+ * results do not depend on n, on the other rows or on its flag. */
+void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *obs, float *states,
+                 const uint8_t *want_logits, float *out);
 
 #endif

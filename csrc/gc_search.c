@@ -423,7 +423,7 @@ int gc_search_run(gc_search *s, const gc_net *net, gc_state *games, const int32_
         s->eval_slots[k] = k * s->max_nodes;
         gc_observation(&root->game, s->eval_obs + (size_t)k * GC_OBS_SIZE);
     }
-    gc_net_step(net, n, s->eval_slots, s->eval_obs, s->states, s->eval_out);
+    gc_net_step(net, n, s->eval_slots, s->eval_obs, s->states, NULL, s->eval_out);
     for (int k = 0; k < n; k++) {
         arena *a = &s->arenas[k];
         memcpy(net_states + (size_t)slots[k] * s->state_size, node_state(s, k, 0), sizeof(float) * s->state_size);
@@ -452,7 +452,7 @@ int gc_search_run(gc_search *s, const gc_net *net, gc_state *games, const int32_
             gc_observation(&s->arenas[k].nodes[leaf].game, s->eval_obs + (size_t)m * GC_OBS_SIZE);
             m++;
         }
-        if (m) gc_net_step(net, m, s->eval_slots, s->eval_obs, s->states, s->eval_out);
+        if (m) gc_net_step(net, m, s->eval_slots, s->eval_obs, s->states, NULL, s->eval_out);
         for (int j = 0; j < m; j++) {
             arena *a = &s->arenas[s->eval_game[j]];
             int leaf = s->eval_slots[j] - s->eval_game[j] * s->max_nodes;

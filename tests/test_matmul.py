@@ -59,9 +59,11 @@ def test_small_products_are_exact():
 
 def test_every_code_path_gives_the_same_bits_at_every_shape(monkeypatch):
     generator = torch.Generator().manual_seed(3)
-    # Rows around the 6-row tile, columns around the 8/16/32-column vectors, and a K long enough
-    # to be summed in several passes (the weights' gradients).
-    for rows, inner, cols in [(1, 1, 1), (5, 7, 9), (7, 33, 17), (13, 120, 40), (6, 1500, 33), (50, 128, 257)]:
+    # Rows around the 6- and 12-row tiles, columns around the 8/16/32-column vectors and the
+    # one-vector edge, and a K long enough to be summed in several passes (the weights' gradients),
+    # which start from the bias and take 6-row tiles.
+    for rows, inner, cols in [(1, 1, 1), (5, 7, 9), (7, 33, 17), (13, 120, 40), (6, 1500, 33), (50, 128, 257),
+                              (25, 1100, 47)]:
         a = torch.randn(inner, rows, generator=generator).T          # a transposed view
         b = torch.randn(inner, cols, generator=generator)
         bias = torch.randn(cols, generator=generator)
@@ -77,7 +79,7 @@ def test_a_products_rows_do_not_depend_on_how_calls_split_them():
     a, b = torch.randn(29, 70, generator=generator), torch.randn(70, 45, generator=generator)
     whole = fixed.matmul(a, b)
     parts = torch.empty(29, 45)
-    for first, end in [(0, 5), (5, 6), (6, 29)]:      # splits off the 6-row tiles
+    for first, end in [(0, 5), (5, 6), (6, 29)]:      # splits off the 6- and 12-row tiles
         lib.gc_gemm(fixed.SIMD_PATH, 29, 45, 70, floats(a), 70, 1, floats(b), 45, ffi.NULL, floats(parts), 45,
                     first, end)
     assert torch.equal(parts, whole)

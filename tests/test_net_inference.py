@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gcpipe._engine import ffi, lib
-from gcpipe.engine import Game
+from gcpipe.engine import PASS_ACTION, Game
 from gcpipe.engine.bots import Bot, BotSpec
 from gcpipe.errors import UserError
 from gcpipe.nn.inference import OUTPUTS, SIMD, CompiledNet, best_simd
@@ -88,6 +88,29 @@ def test_every_code_path_and_batch_split_gives_the_same_bits(simd):
     assert net.simd == simd
     for groups in ([np.arange(9)], [[s] for s in range(9)], [[8, 1, 3], [0], [7, 2, 6, 5, 4]]):
         assert np.array_equal(_run(net, obs, groups).view(np.uint32), reference.view(np.uint32))
+
+
+@pytest.mark.parametrize("simd", PATHS)
+def test_rows_without_logits_get_the_same_values_and_states(simd):
+    # Rows flagged as needing no logits (the waiting slots in training) skip the decoder's block
+    # but must give the bits of a full step: their pass logit and value, and their states, for
+    # every pattern of flags (the flagged rows change which rows share a decoder block).
+    model, (steps, slots) = _hashed_model(bias=True), (12, 9)
+    obs = _slot_observations(steps, slots)
+    net, rows = CompiledNet(model, simd), np.arange(slots, dtype=np.int32)
+    flags = np.random.default_rng(5).integers(0, 2, (steps, slots)).astype(np.uint8)
+    flags[0] = 0
+    states, reference_states = net.new_states(slots), net.new_states(slots)
+    got, reference = (np.full((steps, slots, OUTPUTS), np.nan, np.float32) for _ in range(2))
+    for t in range(steps):
+        net.step(states, rows, np.ascontiguousarray(obs[t]), got[t], flags[t])
+        net.step(reference_states, rows, np.ascontiguousarray(obs[t]), reference[t])
+        assert np.array_equal(states.view(np.uint32), reference_states.view(np.uint32))
+    full = flags.astype(bool)
+    assert np.array_equal(got[full].view(np.uint32), reference[full].view(np.uint32))
+    values = [PASS_ACTION, OUTPUTS - 1]
+    assert np.array_equal(got[~full][:, values].view(np.uint32), reference[~full][:, values].view(np.uint32))
+    assert not got[~full][:, :PASS_ACTION].any()
 
 
 def _golden_outputs() -> np.ndarray:

@@ -175,7 +175,8 @@ typedef struct {
 } gc_net;
 int gc_net_prepare(gc_net *net);
 int gc_net_best_simd(void);
-void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *obs, float *states, float *out);
+void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *obs, float *states,
+                 const uint8_t *want_logits, float *out);
 
 /* csrc/gc_search.h: network-guided tree search */
 enum { GC_SEARCH_PUCT = 0, GC_SEARCH_GUMBEL = 1 };

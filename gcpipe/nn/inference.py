@@ -115,14 +115,18 @@ class CompiledNet:
         """Zeroed recurrent states for n_slots slots: float32 [n_slots, L, H]."""
         return np.zeros((n_slots, self.layers, self.hidden), np.float32)
 
-    def step(self, states: np.ndarray, slots: np.ndarray, obs: np.ndarray, out: np.ndarray | None = None) -> None:
+    def step(self, states: np.ndarray, slots: np.ndarray, obs: np.ndarray, out: np.ndarray | None = None,
+             want_logits: np.ndarray | None = None) -> None:
         """Advances states[slots[k]] on observation obs[k] (uint8 [k, 120]); with `out` (float32
-        [k, 257]) also writes each row's logits and value.  The caller guarantees the shapes, dtypes
-        and distinct in-range slots (NetworkPlayer checks them)."""
+        [k, 257]) also writes each row's logits and value.  With `want_logits` (uint8 [k]), a row
+        flagged 0 gets only its pass logit and value, its other logits 0 (csrc/gc_net.h).  The
+        caller guarantees the shapes, dtypes and distinct in-range slots (NetworkPlayer checks them)."""
         n = len(slots)
         if n:
             lib.gc_net_step(self._net, n, ffi.from_buffer("int32_t[]", slots), ffi.from_buffer("uint8_t[]", obs),
-                            ffi.from_buffer("float[]", states), ffi.NULL if out is None else ffi.from_buffer("float[]", out))
+                            ffi.from_buffer("float[]", states),
+                            ffi.NULL if want_logits is None else ffi.from_buffer("uint8_t[]", want_logits),
+                            ffi.NULL if out is None else ffi.from_buffer("float[]", out))
 
     @property
     def c_net(self):

@@ -223,7 +223,9 @@ class PPO:
             obs = all_obs if rows is None else all_obs.index_select(0, rows)
             mask = all_masks if rows is None else all_masks.index_select(0, rows)
             if self.rollout_net is not None:
-                logits, values = self.rollout_net.step(self.policy, self.current_rows_int32, obs)
+                # A waiting slot's one legal move is the pass: it needs only its values.
+                logits, values = self.rollout_net.step(self.policy, self.current_rows_int32, obs,
+                                                       ~mask[:, PASS_ACTION])
             else:
                 state = self.state if rows is None else self.state.index_select(1, rows)
                 logits, values, state = self.policy.step(obs, state)
@@ -253,13 +255,15 @@ class PPO:
                 for model, envs in self.pool.groups():
                     envs = torch.from_numpy(envs)
                     rows_h = self.historical_rows_device[envs.to(self.device)]
+                    mask_h = all_masks.index_select(0, rows_h)
                     if self.rollout_net is not None:
-                        logits, _ = self.rollout_net.step(model, rows_h.to(torch.int32), all_obs.index_select(0, rows_h))
+                        logits, _ = self.rollout_net.step(model, rows_h.to(torch.int32), all_obs.index_select(0, rows_h),
+                                                          ~mask_h[:, PASS_ACTION])
                     else:
                         logits, _, state = model.step(all_obs.index_select(0, rows_h), self.state.index_select(1, rows_h))
                         self.state.index_copy_(1, rows_h, state)
                     self.actions[self.historical_rows[envs]] = sample_actions(
-                        mask_logits(logits, all_masks.index_select(0, rows_h)), self.draws)[0].to("cpu", torch.int32)
+                        mask_logits(logits, mask_h), self.draws)[0].to("cpu", torch.int32)
 
             self.env.step()
 

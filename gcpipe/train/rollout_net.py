@@ -39,24 +39,29 @@ class RolloutNet:
         a frozen one needs it once)."""
         self._nets[model] = CompiledNet(model)
 
-    def step(self, model: MinGRUPolicy, rows: Tensor, obs: Tensor) -> tuple[Tensor, Tensor]:
+    def step(self, model: MinGRUPolicy, rows: Tensor, obs: Tensor, want_logits: Tensor | None = None
+             ) -> tuple[Tensor, Tensor]:
         """Advances the states of `rows` (int32, CPU) on their observations obs [len(rows), 120]
         (uint8) with `model`'s compiled weights: (logits [n, 256], values [n]), views of one
-        float32 [n, 257] array."""
+        float32 [n, 257] array.  Rows where `want_logits` (bool [n]) is false get only their pass
+        logit and value, their other logits 0 (the waiting slots: their one legal action is the pass)."""
         if model not in self._nets:
             self.compile(model)
         net = self._nets[model]
         slots, observations = rows.numpy(), obs.contiguous().numpy()
+        wanted = None if want_logits is None else want_logits.contiguous().numpy().view(np.uint8)
         out = np.empty((len(slots), OUTPUTS), np.float32)
         run_rows(lambda first, end: net.step(self._states, slots[first:end], observations[first:end],
-                                             out[first:end]), len(slots))
+                                             out[first:end], None if wanted is None else wanted[first:end]),
+                 len(slots))
         outputs = torch.from_numpy(out)
         return outputs[:, :OUTPUTS - 1], outputs[:, OUTPUTS - 1]
 
     def peek(self, model: MinGRUPolicy, rows: Tensor, obs: Tensor) -> tuple[Tensor, Tensor]:
-        """step's outputs without advancing the states (the bootstrap value after an epoch)."""
+        """The pass logits and values step would give, without advancing the states (the bootstrap
+        values after an epoch): (logits [n, 256] with only the pass column filled, values [n])."""
         saved = self._storage[rows.long()].clone()
         try:
-            return self.step(model, rows, obs)
+            return self.step(model, rows, obs, torch.zeros(len(rows), dtype=torch.bool))
         finally:
             self._storage[rows.long()] = saved
