@@ -1,12 +1,13 @@
 #include "gc_net.h"
 #include "gc_math.h"
+#include "gc_gates.h"
+#include "gc_simd_math.h"
 #include <string.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
+#ifdef GC_SIMD_X86
 #define GC_NET_X86 1
-#define AVX2 __attribute__((target("avx2,fma")))
-#define AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define AVX2 GC_AVX2
+#define AVX512 GC_AVX512
 #endif
 
 /* Rows per block: each weight loaded from memory serves this many rows.  A block's missing rows
@@ -27,13 +28,13 @@ typedef struct {
 /* The kernels of a step, one set per code path.  dense: y[r][j] = bias[j] (or 0) followed by
  * y += w[i][j] * x[r][i] for i = 0..in-1, fused, for r < ROWS and j < cols.  encode: the same
  * for one row over the nonzero observation bytes only (a zero input adds w * 0, which changes no
- * sum but -0; every path skips the same inputs).  gates: the MinGRU update of model.md §1.
+ * sum but -0; every path skips the same inputs).  gates: the MinGRU update (gc_gates.h).
  * column: dense's sum for one row and one column (the value outputs of a row that needs no
  * logits). */
 typedef struct {
     void (*dense)(const float *w, int in, int cols, const float *bias, const float (*x)[MAX_H], float *y, int ldy);
     void (*encode)(const gc_net *net, const uint8_t *obs, float *x);
-    void (*gates)(int hidden, const float *c, float *state, float *x);
+    void (*gates)(int H, const float *c, const float *previous, float keep, const float *x, float *s, float *x_out);
     float (*column)(const float *w, int in, int cols, float bias, const float *x);
 } kernels;
 
@@ -59,48 +60,16 @@ static void encode_scalar(const gc_net *net, const uint8_t *obs, float *x) {
     }
 }
 
-static void gates_scalar(int H, const float *c, float *state, float *x) {
-    for (int j = 0; j < H; j++) {
-        float h = c[j], z = gc_sigmoidf(c[H + j]), p = gc_sigmoidf(c[2 * H + j]);
-        float g = h >= 0.0f ? h + 0.5f : gc_sigmoidf(h);    /* positive candidate g(h) */
-        float s = fmaf(z, g - state[j], state[j]);          /* s' = s + z (g - s) */
-        state[j] = s;
-        x[j] = fmaf(p, s - x[j], x[j]);                     /* highway: x + sigmoid(p) (s' - x) */
-    }
-}
-
 static float column_scalar(const float *w, int in, int cols, float bias, const float *x) {
     float acc = bias;
     for (int i = 0; i < in; i++) acc = fmaf(w[(size_t)i * cols], x[i], acc);
     return acc;
 }
 
-static const kernels scalar_kernels = {dense_scalar, encode_scalar, gates_scalar, column_scalar};
+static const kernels scalar_kernels = {dense_scalar, encode_scalar, gc_gates_forward_scalar, column_scalar};
 
 #ifdef GC_NET_X86
 /* ---- AVX2 + FMA path: 8 outputs per vector, the scalar path's operations lane by lane ---- */
-
-AVX2 static inline __m256 exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(GC_EXP_LO)), _mm256_set1_ps(GC_EXP_HI));
-    __m256 rounder = _mm256_set1_ps(GC_ROUNDER);
-    __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(GC_LOG2E), rounder), rounder);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-GC_LN2_HI), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-GC_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(GC_EXP_P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GC_EXP_P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GC_EXP_P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GC_EXP_P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GC_EXP_P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(GC_EXP_P5));
-    p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-    __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-}
-
-AVX2 static inline __m256 sigmoid8(__m256 x) {
-    __m256 one = _mm256_set1_ps(1.0f), minus_x = _mm256_xor_ps(x, _mm256_set1_ps(-0.0f));
-    return _mm256_div_ps(one, _mm256_add_ps(one, exp8(minus_x)));
-}
 
 /* Three vectors (24 outputs) by ROWS rows per pass: 12 accumulators, 3 weight vectors and a
  * broadcast fill the 16 registers. */
@@ -153,19 +122,6 @@ AVX2 static void encode_avx2(const gc_net *net, const uint8_t *obs, float *x) {
     }
 }
 
-AVX2 static void gates_avx2(int H, const float *c, float *state, float *x) {
-    __m256 zero = _mm256_setzero_ps(), half = _mm256_set1_ps(0.5f);
-    for (int j = 0; j < H; j += 8) {
-        __m256 h = _mm256_loadu_ps(c + j);
-        __m256 z = sigmoid8(_mm256_loadu_ps(c + H + j)), p = sigmoid8(_mm256_loadu_ps(c + 2 * H + j));
-        __m256 g = _mm256_blendv_ps(sigmoid8(h), _mm256_add_ps(h, half), _mm256_cmp_ps(h, zero, _CMP_GE_OQ));
-        __m256 s = _mm256_loadu_ps(state + j), xv = _mm256_loadu_ps(x + j);
-        s = _mm256_fmadd_ps(z, _mm256_sub_ps(g, s), s);
-        _mm256_storeu_ps(state + j, s);
-        _mm256_storeu_ps(x + j, _mm256_fmadd_ps(p, _mm256_sub_ps(s, xv), xv));
-    }
-}
-
 /* column_scalar with the fused multiply-add an instruction rather than a call into libm. */
 AVX2 static float column_fma(const float *w, int in, int cols, float bias, const float *x) {
     float acc = bias;
@@ -173,7 +129,7 @@ AVX2 static float column_fma(const float *w, int in, int cols, float bias, const
     return acc;
 }
 
-static const kernels avx2_kernels = {dense_avx2, encode_avx2, gates_avx2, column_fma};
+static const kernels avx2_kernels = {dense_avx2, encode_avx2, gc_gates_forward_avx2, column_fma};
 
 /* ---- AVX-512 path: 16 outputs per vector; 32 registers hold 3 vectors by ROWS rows ---- */
 
@@ -210,45 +166,7 @@ AVX512 static void dense_avx512(const float *w, int in, int cols, const float *b
     }
 }
 
-AVX512 static inline __m512 exp16(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(GC_EXP_LO)), _mm512_set1_ps(GC_EXP_HI));
-    __m512 rounder = _mm512_set1_ps(GC_ROUNDER);
-    __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(GC_LOG2E), rounder), rounder);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-GC_LN2_HI), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-GC_LN2_LO), r);
-    __m512 p = _mm512_set1_ps(GC_EXP_P0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(GC_EXP_P1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(GC_EXP_P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(GC_EXP_P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(GC_EXP_P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(GC_EXP_P5));
-    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
-}
-
-AVX512 static inline __m512 sigmoid16(__m512 x) {
-    __m512 one = _mm512_set1_ps(1.0f);      /* -x as a sign flip, as the scalar path's (not 0 - x) */
-    __m512 minus_x = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN)));
-    return _mm512_div_ps(one, _mm512_add_ps(one, exp16(minus_x)));
-}
-
-/* gates_avx2 on 16 lanes (H is a multiple of 16). */
-AVX512 static void gates_avx512(int H, const float *c, float *state, float *x) {
-    __m512 half = _mm512_set1_ps(0.5f);
-    for (int j = 0; j < H; j += 16) {
-        __m512 h = _mm512_loadu_ps(c + j);
-        __m512 z = sigmoid16(_mm512_loadu_ps(c + H + j)), p = sigmoid16(_mm512_loadu_ps(c + 2 * H + j));
-        __mmask16 positive = _mm512_cmp_ps_mask(h, _mm512_setzero_ps(), _CMP_GE_OQ);
-        __m512 g = _mm512_mask_blend_ps(positive, sigmoid16(h), _mm512_add_ps(h, half));
-        __m512 s = _mm512_loadu_ps(state + j), xv = _mm512_loadu_ps(x + j);
-        s = _mm512_fmadd_ps(z, _mm512_sub_ps(g, s), s);
-        _mm512_storeu_ps(state + j, s);
-        _mm512_storeu_ps(x + j, _mm512_fmadd_ps(p, _mm512_sub_ps(s, xv), xv));
-    }
-}
-
-static const kernels avx512_kernels = {dense_avx512, encode_avx2, gates_avx512, column_fma};
+static const kernels avx512_kernels = {dense_avx512, encode_avx2, gc_gates_forward_avx512, column_fma};
 #endif
 
 int gc_net_best_simd(void) {
@@ -308,7 +226,7 @@ void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *
             for (int r = 0; r < ROWS; r++) {
                 float *state = r < rows ? states + (size_t)slots[first + r] * state_size + (size_t)l * H : s.spare_state;
                 if (r >= rows) memset(state, 0, sizeof(float) * H);
-                k->gates(H, s.c[r], state, s.x[r]);
+                k->gates(H, s.c[r], state, 1.0f, s.x[r], state, s.x[r]);
             }
         }
         if (!out) continue;

@@ -221,11 +221,11 @@ void gc_candidate_grad(int64_t rows, int cols, const float *h, int64_t h_stride,
                        float *grad_h, float *grad_sigmoid);
 
 /* csrc/gc_mingru.h: a MinGRU layer's elementwise work for the training path's tensors */
-void gc_mingru_forward(int T, int B, int H, int first, int end, int fused, const float *c, const float *sig,
-                       const float *x, const float *keep, const float *initial, float *s, float *x_out);
-void gc_mingru_backward(int T, int B, int H, int first, int end, const float *c, const float *sig,
-                        const float *x, const float *keep, const float *initial, const float *s,
-                        const float *grad_out, float *grad_c, float *grad_x, float *carry);
+void gc_mingru_forward(int simd, int T, int B, int H, int first, int end, const float *c, const float *x,
+                       const float *keep, const float *initial, float *s, float *x_out);
+void gc_mingru_backward(int simd, int T, int B, int H, int first, int end, const float *c, const float *x,
+                        const float *keep, const float *initial, const float *s, const float *grad_out,
+                        float *grad_c, float *grad_x, float *carry);
 
 /* csrc/gc_gemm.h: the training path's matrix products, in a fixed summation order */
 void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64_t a_col, const float *b,

@@ -9,11 +9,10 @@ stepping `MinGRUPolicy.step` and the same gradients as a float64 log-space scan 
 checks both against tests/sequence_oracle.py).  On float32 CPU tensors the matrix products run in
 C in a fixed order (train/matmul.py), and each layer's elementwise work, forward and backward,
 runs in C too (MinGRULayer: one pass over memory where torch's expressions, kept for other
-devices, make a dozen), to the bits of those expressions at one or two threads.
+devices, make a dozen) with the play-time step's gates: the update's forward gives the rollout's
+logits and values to the bit, so PPO's first ratios are exactly 1.
 """
 from __future__ import annotations
-
-import functools
 
 import torch
 from torch import Tensor
@@ -23,7 +22,8 @@ from gcpipe._engine import lib
 from gcpipe.engine import PASS_ACTION
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.select import candidate, floats
-from gcpipe.train.matmul import linear
+from gcpipe.train import matmul as products
+from gcpipe.train.matmul import fixed_order, linear
 from gcpipe.train.row_threads import run_rows
 
 
@@ -53,46 +53,34 @@ class LinearRecurrence(torch.autograd.Function):
         return grad_b * previous, grad_b, carry
 
 
-@functools.cache
-def torch_fuses_addcmul() -> bool:
-    """Whether torch's CPU addcmul rounds b + a * p once, as its vectorised kernels do (the
-    compiler fuses the multiply-add), or twice, as its scalar one does (ATEN_CPU_CAPABILITY=default).
-    (1 + 2^-12)^2 - 1 is 2^-11 + 2^-24 exactly, and 2^-11 with the product rounded first."""
-    one = torch.full((64,), 1.0 + 2.0 ** -12)
-    return bool((torch.addcmul(torch.full((64,), -1.0), one, one) != 2.0 ** -11).all())
-
-
 class MinGRULayer(torch.autograd.Function):
-    """x_out = x + sigmoid(p) * (s - x), s the MinGRU states of the layer's steps, from its
-    projection c = W x [T, B, 3H] (h | k | p), its input x [T, B, H], keep [T, B] and the
-    initial state [B, H] (already times keep[0]): mingru_layer_torch's expressions and autograd's
-    gradients of them, computed by csrc/gc_mingru.c in one pass over memory for the forward and
-    one for the backward, to the same bits (tests/test_train.py; at 1 or 2 threads, where torch's
-    sigmoid agrees with itself).  Float32 CPU tensors, contiguous."""
+    """A MinGRU layer's outputs x + sigmoid(p) * (s - x) over T steps, s the states, from its
+    projection c = W x [T, B, 3H] (h | k | p), its input x [T, B, H], keep [T, B] and the state
+    before step 0 [B, H], and their gradients: csrc/gc_mingru.c in one pass over memory each way,
+    with the play-time step's gates (csrc/gc_gates.h), so the update's forward is the rollout's to
+    the bit.  Float32 CPU tensors, contiguous."""
 
     @staticmethod
     def forward(ctx, c: Tensor, x: Tensor, keep: Tensor, initial: Tensor) -> Tensor:
         steps, batch, hidden = x.shape
-        sig = torch.sigmoid(c)
         s, x_out = torch.empty_like(x), torch.empty_like(x)
-        fused = torch_fuses_addcmul()
-        pointers = [floats(t) for t in (c, sig, x, keep, initial, s, x_out)]
-        run_rows(lambda first, end: lib.gc_mingru_forward(steps, batch, hidden, first, end, fused,
-                                                                  *pointers), batch)
-        ctx.save_for_backward(c, sig, x, keep, initial, s)
+        pointers = [floats(t) for t in (c, x, keep, initial, s, x_out)]
+        run_rows(lambda first, end: lib.gc_mingru_forward(products.SIMD_PATH, steps, batch, hidden, first, end, *pointers),
+                 batch)
+        ctx.save_for_backward(c, x, keep, initial, s)
         return x_out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out: Tensor) -> tuple[Tensor, Tensor, None, Tensor | None]:
-        c, sig, x, keep, initial, s = ctx.saved_tensors
+        c, x, keep, initial, s = ctx.saved_tensors
         steps, batch, hidden = x.shape
         grad_out = grad_out.contiguous()
         grad_c, grad_x, carry = torch.empty_like(c), torch.empty_like(x), torch.empty_like(initial)
-        pointers = [floats(t) for t in (c, sig, x, keep, initial, s, grad_out, grad_c, grad_x, carry)]
-        run_rows(lambda first, end: lib.gc_mingru_backward(steps, batch, hidden, first, end, *pointers),
-                         batch)
-        # carry ends as a_0 * (the gradient of s_0): the initial state's gradient, as LinearRecurrence's.
+        pointers = [floats(t) for t in (c, x, keep, initial, s, grad_out, grad_c, grad_x, carry)]
+        run_rows(lambda first, end: lib.gc_mingru_backward(products.SIMD_PATH, steps, batch, hidden, first, end, *pointers),
+                 batch)
+        # carry ends as the gradient of the state before step 0, through keep[0].
         return grad_c, grad_x, None, carry if ctx.needs_input_grad[3] else None
 
 
@@ -124,15 +112,14 @@ class DecoderColumns(torch.autograd.Function):
 def mingru_layer(c: Tensor, x: Tensor, keep: Tensor, initial: Tensor) -> Tensor:
     """One MinGRU layer's output x + sigmoid(p) * (s - x) over T steps from its projection c = W x
     [T, B, 3H] (h | k | p), its input x [T, B, H], keep [T, B, 1] (0 where the state resets before
-    the step) and the state before step 0 [B, H]: in C (MinGRULayer) for float32 CPU tensors,
-    else torch's expressions (mingru_layer_torch); the same bits either way (MinGRULayer)."""
+    the step) and the state before step 0 [B, H]: in C (MinGRULayer: the rollout's bits) for
+    float32 CPU tensors, else torch's expressions (mingru_layer_torch: the same function, rounded
+    otherwise)."""
     steps, batch, hidden = x.shape
-    if (all(t.device.type == "cpu" and t.dtype == torch.float32 for t in (c, x, keep, initial))
-            and c.shape == (steps, batch, 3 * hidden) and keep.shape == (steps, batch, 1)
-            and initial.shape == (batch, hidden) and not keep.requires_grad
-            and hidden % 32 == 0):   # (torch's sigmoid of an H-column slice then has no scalar tail)
-        return MinGRULayer.apply(c.contiguous(), x.contiguous(), keep.squeeze(-1).contiguous(),
-                                 (initial * keep[0]).contiguous())
+    if (fixed_order(c, x, keep, initial) and c.shape == (steps, batch, 3 * hidden)
+            and keep.shape == (steps, batch, 1) and initial.shape == (batch, hidden) and not keep.requires_grad
+            and hidden % 16 == 0):
+        return MinGRULayer.apply(c.contiguous(), x.contiguous(), keep.squeeze(-1).contiguous(), initial.contiguous())
     return mingru_layer_torch(c, x, keep, initial)
 
 
