@@ -1,6 +1,11 @@
-"""Shared test fixtures."""
-import pytest
-import torch
+"""Shared test fixtures; torch's kernels pinned as the CLI pins them (gcpipe/torch_env.py: its AVX2
+kernels, MKL's COMPATIBLE branch), so the suite computes the same bits on every x86-64 CPU."""
+from gcpipe.torch_env import before_torch
+
+before_torch()       # before torch loads
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 
 @pytest.fixture

@@ -22,12 +22,11 @@ from gcpipe.engine import COIN, GUERRILLA
 from gcpipe.errors import UserError
 from gcpipe.nn.inference import SIMD, CompiledNet, best_simd
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.nn.select import mask_logits
 from gcpipe.train.bench import bench_train, flops_per_step, forward_flops
 from gcpipe.train.config import TrainConfig, make_config, torch_device
 from gcpipe.train.evaluate import win_rate
 from gcpipe.train.muon import Muon, newton_schulz
-from gcpipe.train.ppo import PPO, inverse_cdf, sample_actions, vtrace_gae
+from gcpipe.train.ppo import PPO, vtrace_gae
 from gcpipe.train.rollout_net import RolloutNet
 from gcpipe.train.run import METRIC_FIELDS, checkpoint_name, train
 from gcpipe.train import matmul as products, row_threads, sequence
@@ -404,47 +403,6 @@ def test_decoder_columns_give_autograds_slicing_gradient_bit_for_bit():
     assert torch.equal(got, expected)
     unused_pass, = torch.autograd.grad((logits * weights).sum() + values.sum(), out)
     assert torch.equal(unused_pass[..., PASS], weights[..., PASS].T)
-
-
-def test_sampling_never_picks_a_masked_action_and_returns_its_log_prob():
-    generator = torch.Generator().manual_seed(3)
-    logits = torch.randn(2000, 256, generator=generator)
-    logits[:, 7] = 50.0                      # masked below: must never be chosen
-    mask = torch.rand(2000, 256, generator=generator) < 0.1
-    mask[:, 7] = False
-    mask[0] = False
-    mask[0, PASS] = True                     # a waiting slot: the pass is the only choice
-    masked = mask_logits(logits, mask)
-    actions, log_probs = sample_actions(masked, generator)
-    assert mask[torch.arange(2000), actions].all()
-    assert actions[0] == PASS and abs(float(log_probs[0])) < 1e-6
-    assert torch.allclose(log_probs, torch.log_softmax(masked, -1)[torch.arange(2000), actions])
-
-
-def test_sampling_draws_the_action_whose_cdf_interval_holds_the_uniform():
-    """The action is the number of CDF entries below u = U * total (the inverse-CDF draw the
-    training's published runs used, counted over the whole row), for the same uniforms; masked rows
-    make long plateaus of the CDF."""
-    generator = torch.Generator().manual_seed(11)
-    logits = torch.randn(3000, 256, generator=generator)
-    mask = torch.rand(3000, 256, generator=generator) < 0.05
-    mask[:, 200] = True
-    masked = mask_logits(logits, mask)
-    actions, _ = sample_actions(masked, torch.Generator().manual_seed(4))
-    cdf = torch.cumsum(torch.softmax(masked, dim=-1), dim=-1)
-    u = torch.rand(3000, 1, generator=torch.Generator().manual_seed(4)) * cdf[:, -1:]
-    assert torch.equal(actions, (cdf < u).sum(dim=-1))
-
-
-def test_a_zero_uniform_draws_the_first_legal_action_and_the_largest_the_last():
-    """torch.rand returns exactly 0 once in 2^24 draws; with the CDF's leading entries masked (zero),
-    counting the entries below u = 0 would pick action 0, which is illegal here."""
-    mask = torch.zeros(3, 256, dtype=torch.bool)
-    mask[0, [5, 9]] = mask[1, PASS] = mask[2, [0, 255]] = True
-    masked = mask_logits(torch.randn(3, 256, generator=torch.Generator().manual_seed(2)), mask)
-    assert inverse_cdf(masked, torch.zeros(3, 1)).tolist() == [5, PASS, 0]
-    largest = torch.full((3, 1), 1.0 - 2.0 ** -24)
-    assert inverse_cdf(masked, largest).tolist() == [9, PASS, 255]
 
 
 # ------------------------------------------------------------------ self-play bookkeeping

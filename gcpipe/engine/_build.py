@@ -227,6 +227,15 @@ void gc_mingru_backward(int simd, int T, int B, int H, int first, int end, const
                         const float *keep, const float *initial, const float *s, const float *grad_out,
                         float *grad_c, float *grad_x, float *carry);
 
+/* csrc/gc_policy.h: the policy's legal-move distribution for PPO */
+void gc_policy_sample(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2, const uint8_t *masks,
+                      const float *uniforms, int first, int end, int64_t *actions, float *log_probs);
+void gc_policy_terms(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2, const uint8_t *masks,
+                     const int64_t *actions, int first, int end, float *log_probs, float *entropies);
+void gc_policy_terms_grad(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2,
+                          const uint8_t *masks, const int64_t *actions, const float *grad_log_probs,
+                          const float *grad_entropies, int first, int end, float *grad_logits);
+
 /* csrc/gc_gemm.h: the training path's matrix products, in a fixed summation order */
 void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64_t a_col, const float *b,
              int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end);
@@ -235,7 +244,7 @@ void gc_newton_schulz(int simd, int rows, int cols, const float *g, int iteratio
 """
 
 HEADERS = ["gc_math.h", "gc_rules.h", "gc_bots.h", "gc_mcts.h", "gc_env.h", "gc_net.h", "gc_search.h", "gc_select.h",
-           "gc_mingru.h", "gc_gemm.h"]
+           "gc_mingru.h", "gc_gemm.h", "gc_policy.h"]
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)

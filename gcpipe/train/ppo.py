@@ -28,33 +28,14 @@ from torch import Tensor
 from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, PASS_ACTION, SIDE_NAMES
 from gcpipe.engine.vecenv import VecEnv
 from gcpipe.nn.model import MinGRUPolicy
-from gcpipe.nn.select import mask_logits
 from gcpipe.train.config import TrainConfig, torch_device
 from gcpipe.train.muon import Muon
+from gcpipe.train.policy import policy_terms, sample_legal
 from gcpipe.train.pool import OpponentPool
 from gcpipe.train.rollout_net import RolloutNet
 from gcpipe.train.sequence import forward_segments
 
 COIN_VALUE_ROW = PASS_ACTION   # the pass logit, read as the COIN rows' value with `side_value` (config.py)
-
-
-def sample_actions(logits: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """Actions drawn from softmax(logits) by inverse CDF on one uniform per row, and their log-probs."""
-    actions = inverse_cdf(logits, torch.rand(logits.shape[0], 1, generator=generator, device=logits.device))
-    log_probs = torch.log_softmax(logits, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-    return actions, log_probs
-
-
-def inverse_cdf(logits: Tensor, uniforms: Tensor) -> Tensor:
-    """The action of each row whose interval of softmax(logits)'s CDF holds u = uniform * total: the
-    number of CDF entries below u, found by binary search (the CDF of non-negative terms never
-    decreases), not by counting a [rows, 256] comparison.  (softmax, not exp(log_softmax): exp of
-    the -1e4 entries takes a slow underflow path on CPU.)  u is at least the smallest normal float:
-    torch.rand returns 0 once in 2^24 draws, and u = 0 would pick action 0 however masked (two
-    illegal moves in the default Guerrilla teacher's 100 M steps before this was fixed)."""
-    cdf = torch.cumsum(torch.softmax(logits, dim=-1), dim=-1)
-    u = (uniforms * cdf[:, -1:]).clamp_min_(torch.finfo(cdf.dtype).tiny)
-    return torch.searchsorted(cdf, u).squeeze(-1).clamp_max_(logits.shape[-1] - 1)
 
 
 def vtrace_gae(rewards: Tensor, values: Tensor, terminals: Tensor, bootstrap: Tensor, ratios: Tensor,
@@ -233,7 +214,7 @@ class PPO:
                     self.state = state
                 else:
                     self.state.index_copy_(1, rows, state)
-            actions, logprobs = sample_actions(mask_logits(logits, mask), self.draws)
+            actions, logprobs = sample_legal(logits, mask, self.draws)
             if rows is None:
                 self.actions.copy_(actions)
             else:
@@ -262,8 +243,8 @@ class PPO:
                     else:
                         logits, _, state = model.step(all_obs.index_select(0, rows_h), self.state.index_select(1, rows_h))
                         self.state.index_copy_(1, rows_h, state)
-                    self.actions[self.historical_rows[envs]] = sample_actions(
-                        mask_logits(logits, mask_h), self.draws)[0].to("cpu", torch.int32)
+                    self.actions[self.historical_rows[envs]] = sample_legal(
+                        logits, mask_h, self.draws)[0].to("cpu", torch.int32)
 
             self.env.step()
 
@@ -333,10 +314,8 @@ class PPO:
             logits, new_values, pass_logits = forward_segments(
                 self.policy, self.buf_obs[idx], self.buf_initial_state[:, idx], self.buf_starts[idx])
             new_values = side_values(pass_logits, new_values, self.buf_coin[idx] if self.side_value else None)
-            logits = mask_logits(logits, self.buf_masks[idx])
-            log_probs = torch.log_softmax(logits, dim=-1)
-            new_logprobs = log_probs.gather(-1, self.buf_actions[idx].unsqueeze(-1)).squeeze(-1)
-            entropy = -(torch.softmax(logits, dim=-1) * log_probs).sum(-1).mean()
+            new_logprobs, entropies = policy_terms(logits, self.buf_masks[idx], self.buf_actions[idx])
+            entropy = entropies.mean()
             log_ratio = new_logprobs - self.buf_logprobs[idx]
             ratio = log_ratio.exp()
 

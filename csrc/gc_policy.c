@@ -1,0 +1,88 @@
+#include "gc_policy.h"
+#include "gc_math.h"
+#include "gc_rules.h"
+#include <float.h>
+#include <string.h>
+
+/* A row's normaliser over its legal moves, listed in action order: their count, the w of each
+ * and log Z. */
+typedef struct {
+    int16_t legal[GC_NUM_ACTIONS];
+    float w[GC_NUM_ACTIONS];
+    int count;
+    float total, log_z;
+} normaliser;
+
+static void normalise(const float *row, const uint8_t *mask, normaliser *n) {
+    int count = 0;
+    for (int a = 0; a < GC_NUM_ACTIONS; a++) {     /* branch-free: most rows have few legal moves */
+        n->legal[count] = (int16_t)a;
+        count += mask[a] != 0;
+    }
+    float top = -INFINITY, total = 0.0f;
+    for (int i = 0; i < count; i++)
+        if (row[n->legal[i]] > top) top = row[n->legal[i]];
+    for (int i = 0; i < count; i++) total += n->w[i] = gc_expf(row[n->legal[i]] - top);
+    n->count = count, n->total = total, n->log_z = top + gc_logf(total);
+}
+
+static double entropy_of(const float *row, const normaliser *n) {
+    double entropy = 0.0;
+    for (int i = 0; i < n->count; i++)
+        entropy += (double)(n->w[i] / n->total) * (double)(n->log_z - row[n->legal[i]]);
+    return entropy;
+}
+
+#define ROW_LOGITS(r) (logits + (int64_t)((r) / n2) * stride1 + (int64_t)((r) % n2) * stride2)
+#define ROW_MASK(r) (masks + (int64_t)(r) * GC_NUM_ACTIONS)
+
+void gc_policy_sample(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2, const uint8_t *masks,
+                      const float *uniforms, int first, int end, int64_t *actions, float *log_probs) {
+    (void)n1;
+    normaliser n;
+    for (int r = first; r < end; r++) {
+        const float *row = ROW_LOGITS(r);
+        normalise(row, ROW_MASK(r), &n);
+        float u = uniforms[r] * n.total, running = 0.0f;
+        if (u < FLT_MIN) u = FLT_MIN;        /* u = 0 would take a first move however improbable */
+        int chosen = -1;
+        for (int i = 0; i < n.count; i++) {
+            chosen = n.legal[i];
+            running += n.w[i];
+            if (running >= u) break;
+        }
+        actions[r] = chosen;                 /* (-1 for a row without a legal move) */
+        log_probs[r] = chosen < 0 ? NAN : row[chosen] - n.log_z;
+    }
+}
+
+void gc_policy_terms(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2, const uint8_t *masks,
+                     const int64_t *actions, int first, int end, float *log_probs, float *entropies) {
+    (void)n1;
+    normaliser n;
+    for (int r = first; r < end; r++) {
+        const float *row = ROW_LOGITS(r);
+        normalise(row, ROW_MASK(r), &n);
+        log_probs[r] = row[actions[r]] - n.log_z;
+        entropies[r] = (float)entropy_of(row, &n);
+    }
+}
+
+void gc_policy_terms_grad(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2,
+                          const uint8_t *masks, const int64_t *actions, const float *grad_log_probs,
+                          const float *grad_entropies, int first, int end, float *grad_logits) {
+    (void)n1;
+    normaliser n;
+    for (int r = first; r < end; r++) {
+        const float *row = ROW_LOGITS(r);
+        float *grad = grad_logits + (int64_t)r * GC_NUM_ACTIONS;
+        normalise(row, ROW_MASK(r), &n);
+        float entropy = (float)entropy_of(row, &n), g_lp = grad_log_probs[r], g_h = grad_entropies[r];
+        memset(grad, 0, sizeof(float) * GC_NUM_ACTIONS);
+        for (int i = 0; i < n.count; i++) {
+            int a = n.legal[i];
+            float p = n.w[i] / n.total;
+            grad[a] = g_lp * ((a == actions[r] ? 1.0f : 0.0f) - p) + g_h * (p * (n.log_z - row[a] - entropy));
+        }
+    }
+}
