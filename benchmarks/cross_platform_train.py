@@ -12,7 +12,9 @@ gcpipe's AVX2 code path on an AVX-512 CPU (an AVX2-only CPU's path), and torch's
 (another file: the reason the CLI pins AVX2).
 
 Measured 2026-12-04 on an AMD EPYC (Zen 4, AVX-512), torch 2.13.0, commit 41ae572: 067d041c... for
-every setting but torch-avx512 (c59a00c4..., another file, as it should be). Before the products
+every setting but torch-avx512 (c59a00c4..., another file, as it should be).  Commit 84f302c (the
+MinGRU gates' sigmoids and the policy's softmax in C): 725db51b... for every setting, torch-avx512
+included. Before the products
 were in C (commit 4f527c3) the settings default / ATEN avx2 + MKL_CBWR=AVX2 / ATEN avx2 +
 MKL_CBWR=COMPATIBLE gave three hashes, f1592db5..., 849da7fb..., f6d3045d..."""
 import os

@@ -4,7 +4,7 @@
  * so the results are torch.where's bits; they exist because torch's CPU `where` runs a scalar loop,
  * several times slower than these.  Rows are `cols` contiguous floats; a row of a strided input
  * starts at row * stride, or for the logits at i * stride1 + j * stride2 (a transposed view).
- * gc_choose and gc_candidate_of are also the MinGRU layer pass's (gc_mingru.c). */
+ * gc_choose is also the MinGRU gates' (gc_gates.h). */
 #ifndef GC_SELECT_H
 #define GC_SELECT_H
 #include <stdint.h>

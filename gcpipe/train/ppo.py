@@ -14,8 +14,10 @@ A segment is one trained row over the `horizon` ticks of an epoch; it starts fro
 state the row had when the epoch began.
 
 The rollout steps the network through the play-time C network (gcpipe/train/rollout_net.py), or
-in torch (`rollout_net: torch`, and on a GPU).  The update is torch's, with its matrix products
-in C on the CPU (gcpipe/train/matmul.py).
+in torch (`rollout_net: torch`, and on a GPU), and draws the moves by gcpipe/train/policy.py.  The
+update is torch's autograd, its matrix products, MinGRU gates and policy terms in C on the CPU
+(gcpipe/train/matmul.py, sequence.py, policy.py), where it recomputes the rollout's values and
+log-probabilities to the bit.
 """
 from __future__ import annotations
 
@@ -238,8 +240,8 @@ class PPO:
                     rows_h = self.historical_rows_device[envs.to(self.device)]
                     mask_h = all_masks.index_select(0, rows_h)
                     if self.rollout_net is not None:
-                        logits, _ = self.rollout_net.step(model, rows_h.to(torch.int32), all_obs.index_select(0, rows_h),
-                                                          ~mask_h[:, PASS_ACTION])
+                        logits, _ = self.rollout_net.step(model, rows_h.to(torch.int32),
+                                                          all_obs.index_select(0, rows_h), ~mask_h[:, PASS_ACTION])
                     else:
                         logits, _, state = model.step(all_obs.index_select(0, rows_h), self.state.index_select(1, rows_h))
                         self.state.index_copy_(1, rows_h, state)

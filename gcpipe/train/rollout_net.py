@@ -6,8 +6,10 @@ over all rows and then a dozen elementwise passes over tensors of several MB; th
 four rows at a time through the whole network in cache (csrc/gc_net.c), the rows split among the
 training's threads.  Its outputs are the same on every machine and at every thread count
 (csrc/gc_net.h), where torch's products are MKL's, which differ by CPU.  The update recomputes
-the rollout's log-probabilities and values with its own gates (torch's sigmoid, the recurrence
-as a multiply-add), so PPO's first ratio is 1 to within float32 rounding rather than exactly.
+the rollout's values and log-probabilities to the bit (the fixed-order products, the same gates,
+csrc/gc_gates.h, and the same draw arithmetic, train/policy.py), so PPO's first ratios are exactly
+1.  Waiting slots (whose one legal move is the pass) get their values alone, skipping most of the
+decoder.
 
 The recurrent states live in the C step's layout [rows, L, H]; `states` is the [L, rows, H] view
 the trainer indexes, so the trainer's own torch code (the initial states of the segments, the

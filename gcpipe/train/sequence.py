@@ -65,8 +65,8 @@ class MinGRULayer(torch.autograd.Function):
         steps, batch, hidden = x.shape
         s, x_out = torch.empty_like(x), torch.empty_like(x)
         pointers = [floats(t) for t in (c, x, keep, initial, s, x_out)]
-        run_rows(lambda first, end: lib.gc_mingru_forward(products.SIMD_PATH, steps, batch, hidden, first, end, *pointers),
-                 batch)
+        run_rows(lambda first, end: lib.gc_mingru_forward(products.SIMD_PATH, steps, batch, hidden, first, end,
+                                                          *pointers), batch)
         ctx.save_for_backward(c, x, keep, initial, s)
         return x_out
 
@@ -78,8 +78,8 @@ class MinGRULayer(torch.autograd.Function):
         grad_out = grad_out.contiguous()
         grad_c, grad_x, carry = torch.empty_like(c), torch.empty_like(x), torch.empty_like(initial)
         pointers = [floats(t) for t in (c, x, keep, initial, s, grad_out, grad_c, grad_x, carry)]
-        run_rows(lambda first, end: lib.gc_mingru_backward(products.SIMD_PATH, steps, batch, hidden, first, end, *pointers),
-                 batch)
+        run_rows(lambda first, end: lib.gc_mingru_backward(products.SIMD_PATH, steps, batch, hidden, first, end,
+                                                           *pointers), batch)
         # carry ends as the gradient of the state before step 0, through keep[0].
         return grad_c, grad_x, None, carry if ctx.needs_input_grad[3] else None
 
