@@ -3,7 +3,6 @@ log-probabilities, entropies and their gradients, in C and on torch's path, agai
 values and float64 autograd; and the rollout's log-probabilities recomputed by the update to the bit."""
 import math
 
-import numpy as np
 import pytest
 import torch
 

@@ -5,7 +5,6 @@ import ctypes
 import json
 import math
 import os
-import platform
 import re
 import signal
 import subprocess
