@@ -195,8 +195,8 @@ void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64
 #endif
     if (first < 0) first = 0;
     if (end > M) end = M;
-    int pass = K <= SHORT_K ? K : KC;
-    for (int k0 = 0; k0 < K || k0 == 0; k0 += pass) {     /* (K = 0: one pass writes the start values) */
+    int pass = K <= SHORT_K ? (K ? K : 1) : KC;
+    for (int k0 = 0; k0 < K || k0 == 0; k0 += pass) {     /* (K = 0: one empty pass writes the start values) */
         int k1 = K - k0 < pass ? K : k0 + pass;
         for (int m0 = first; m0 < end; m0 += mr) {
             int rows = end - m0 < mr ? end - m0 : mr;

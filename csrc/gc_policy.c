@@ -63,7 +63,8 @@ void gc_policy_terms(int n1, int n2, const float *logits, int64_t stride1, int64
     for (int r = first; r < end; r++) {
         const float *row = ROW_LOGITS(r);
         normalise(row, ROW_MASK(r), &n);
-        log_probs[r] = row[actions[r]] - n.log_z;
+        int64_t a = actions[r];
+        log_probs[r] = a >= 0 && a < GC_NUM_ACTIONS ? row[a] - n.log_z : NAN;   /* (NaN: not a move) */
         entropies[r] = (float)entropy_of(row, &n);
     }
 }

@@ -57,6 +57,13 @@ def test_small_products_are_exact():
     assert fixed.matmul(a.T, a[:, :2]).tolist() == [[17.0, 22.0], [22.0, 29.0], [27.0, 36.0]]   # a strided view
 
 
+@pytest.mark.parametrize("path", PATHS, indirect=True)
+def test_a_product_over_no_inputs_is_its_bias(path):
+    # (An empty sum: the weights' and bias's gradients over an empty minibatch.)
+    assert fixed.matmul(torch.empty(3, 0), torch.empty(0, 40), torch.arange(40.0)).tolist() == [list(range(40))] * 3
+    assert fixed.matmul(torch.empty(2, 0), torch.empty(0, 5)).tolist() == [[0.0] * 5] * 2
+
+
 def test_every_code_path_gives_the_same_bits_at_every_shape(monkeypatch):
     generator = torch.Generator().manual_seed(3)
     # Rows around the 6- and 12-row tiles, columns around the 8/16/32-column vectors and the

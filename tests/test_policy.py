@@ -44,6 +44,25 @@ def test_the_log_probability_and_entropy_of_a_hand_computed_row():
     assert grad[0, 0].count_nonzero() == 2           # illegal moves get no gradient
 
 
+def test_the_c_path_gives_illegal_moves_no_probability_where_torchs_gives_them_a_little():
+    # Legal logits near -1e4 tell the paths apart: torch's -1e4 illegal logits then weigh e^-10
+    # each against the legal moves, where C leaves them out.  (So a fall back to torch's path,
+    # which every other test here would pass, fails this one.)
+    logits = torch.full((1, 1, 256), 5.0)
+    mask = torch.zeros(1, 1, 256, dtype=torch.bool)
+    logits[0, 0, 3], logits[0, 0, 8] = -9991.0, -9990.0       # (exact floats: p_8 = e / (1 + e))
+    mask[0, 0, [3, 8]] = True
+    log_prob, _ = policy_terms(logits, mask, torch.tensor([[8]]))
+    # (log Z = top + log(total) is rounded at the magnitude of the logits: float32's spacing near 1e4 is 2^-10.)
+    assert log_prob.item() == pytest.approx(-math.log1p(math.exp(-1.0)), abs=1e-3)
+    torch_log_prob, _ = policy_terms(logits.double(), mask, torch.tensor([[8]]))
+    assert torch_log_prob.item() < -math.log1p(math.exp(-1.0)) - 0.005
+    actions, _ = draw_legal(logits[0], mask[0], torch.full((1, 1), 0.999))
+    assert actions.tolist() == [8]
+    # A row's log-probability of something that is not a move is NaN, not a read out of the row.
+    assert math.isnan(policy_terms(logits, mask, torch.tensor([[-1]]))[0].item())
+
+
 @pytest.mark.parametrize("path", ["c", "torch"])
 def test_terms_and_gradients_agree_with_float64_autograd(path):
     logits, mask, generator = random_rows(3, 6 * 7, 0.1)
@@ -112,6 +131,7 @@ def test_a_zero_uniform_draws_the_first_legal_action_and_the_largest_the_last(pa
     logits = torch.randn(3, 256, generator=torch.Generator().manual_seed(2))
     logits = logits if path == "c" else logits.double()
     assert draw_legal(logits, mask, torch.zeros(3, 1, dtype=logits.dtype))[0].tolist() == [5, PASS, 0]
+    assert draw_legal(logits, mask, torch.zeros(3, 1, dtype=torch.float64))[0].tolist() == [5, PASS, 0]
     largest = torch.full((3, 1), 1.0 - 2.0 ** -24, dtype=logits.dtype)
     assert draw_legal(logits, mask, largest)[0].tolist() == [9, PASS, 255]
     if path == "c":                          # inverse_cdf is the torch path's draw

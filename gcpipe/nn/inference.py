@@ -125,7 +125,8 @@ class CompiledNet:
         if n:
             lib.gc_net_step(self._net, n, ffi.from_buffer("int32_t[]", slots), ffi.from_buffer("uint8_t[]", obs),
                             ffi.from_buffer("float[]", states),
-                            ffi.NULL if want_logits is None else ffi.from_buffer("uint8_t[]", want_logits),
+                            ffi.NULL if want_logits is None else
+                            ffi.from_buffer("uint8_t[]", np.ascontiguousarray(want_logits, np.uint8)),
                             ffi.NULL if out is None else ffi.from_buffer("float[]", out))
 
     @property

@@ -49,6 +49,7 @@ def draw_legal(logits: Tensor, masks: Tensor, uniforms: Tensor) -> tuple[Tensor,
         return sample_actions(mask_logits(logits, masks), uniforms)
     n1, n2 = _layout(logits)[:2]
     actions, log_probs = torch.empty(n1, dtype=torch.int64), torch.empty(n1)
+    uniforms = uniforms.to(torch.float32).reshape(n1).contiguous()
     pointers = [*_pointers(logits, masks), floats(uniforms)]
     run_rows(lambda first, end: lib.gc_policy_sample(n1, n2, *pointers, first, end,
                                                      ffi.cast("int64_t *", actions.data_ptr()), floats(log_probs)),
