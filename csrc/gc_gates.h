@@ -15,10 +15,8 @@
 #include "gc_select.h"
 #include "gc_simd_math.h"
 
-/* The bodies, over vectors of W lanes of type VEC: each path P defines its operations as
- * GC_<P>_LOAD, _STORE, _SET1, _ADD, _SUB, _MUL, _FMA, _SIGMOID and _IF_NOT_NEGATIVE. */
-#define GC_OP(P, name) GC_##P##_##name
-
+/* The bodies, over vectors of W lanes of type VEC, in path P's operations (gc_simd_math.h) and
+ * its select GC_<P>_IF_NOT_NEGATIVE(h, a, b): a where h >= 0, else b. */
 #define GC_GATES_FORWARD_BODY(P, VEC, W)                                                         \
     VEC keep_v = GC_OP(P, SET1)(keep), half = GC_OP(P, SET1)(0.5f);                              \
     for (int j = 0; j < H; j += W) {                                                             \
@@ -59,39 +57,15 @@
 #define GC_GATES_BACKWARD_ARGS int H, const float *c, const float *previous, float keep, const float *x, \
                                const float *s, const float *grad_out, float *grad_c, float *grad_x, float *carry
 
-#define GC_SCALAR_LOAD(p) (*(p))
-#define GC_SCALAR_STORE(p, v) (*(p) = (v))
-#define GC_SCALAR_SET1(v) (v)
-#define GC_SCALAR_ADD(a, b) ((a) + (b))
-#define GC_SCALAR_SUB(a, b) ((a) - (b))
-#define GC_SCALAR_MUL(a, b) ((a) * (b))
-#define GC_SCALAR_FMA(a, b, c) fmaf(a, b, c)
-#define GC_SCALAR_SIGMOID(v) gc_sigmoidf(v)
 #define GC_SCALAR_IF_NOT_NEGATIVE(h, a, b) gc_choose((h) >= 0.0f, a, b)
 static inline void gc_gates_forward_scalar(GC_GATES_FORWARD_ARGS) { GC_GATES_FORWARD_BODY(SCALAR, float, 1) }
 static inline void gc_gates_backward_scalar(GC_GATES_BACKWARD_ARGS) { GC_GATES_BACKWARD_BODY(SCALAR, float, 1) }
 
 #ifdef GC_SIMD_X86
-#define GC_AVX2_LOAD(p) _mm256_loadu_ps(p)
-#define GC_AVX2_STORE(p, v) _mm256_storeu_ps(p, v)
-#define GC_AVX2_SET1(v) _mm256_set1_ps(v)
-#define GC_AVX2_ADD(a, b) _mm256_add_ps(a, b)
-#define GC_AVX2_SUB(a, b) _mm256_sub_ps(a, b)
-#define GC_AVX2_MUL(a, b) _mm256_mul_ps(a, b)
-#define GC_AVX2_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define GC_AVX2_SIGMOID(v) gc_sigmoid8(v)
 #define GC_AVX2_IF_NOT_NEGATIVE(h, a, b) _mm256_blendv_ps(b, a, _mm256_cmp_ps(h, _mm256_setzero_ps(), _CMP_GE_OQ))
 GC_AVX2 static inline void gc_gates_forward_avx2(GC_GATES_FORWARD_ARGS) { GC_GATES_FORWARD_BODY(AVX2, __m256, 8) }
 GC_AVX2 static inline void gc_gates_backward_avx2(GC_GATES_BACKWARD_ARGS) { GC_GATES_BACKWARD_BODY(AVX2, __m256, 8) }
 
-#define GC_AVX512_LOAD(p) _mm512_loadu_ps(p)
-#define GC_AVX512_STORE(p, v) _mm512_storeu_ps(p, v)
-#define GC_AVX512_SET1(v) _mm512_set1_ps(v)
-#define GC_AVX512_ADD(a, b) _mm512_add_ps(a, b)
-#define GC_AVX512_SUB(a, b) _mm512_sub_ps(a, b)
-#define GC_AVX512_MUL(a, b) _mm512_mul_ps(a, b)
-#define GC_AVX512_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define GC_AVX512_SIGMOID(v) gc_sigmoid16(v)
 #define GC_AVX512_IF_NOT_NEGATIVE(h, a, b) \
     _mm512_mask_blend_ps(_mm512_cmp_ps_mask(h, _mm512_setzero_ps(), _CMP_GE_OQ), b, a)
 GC_AVX512 static inline void gc_gates_forward_avx512(GC_GATES_FORWARD_ARGS) {
