@@ -3,6 +3,9 @@
 #include "gc_rules.h"
 #include <float.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* A row's normaliser over its legal moves, listed in action order: their count, the w of each
  * and log Z. */
@@ -15,10 +18,20 @@ typedef struct {
 
 static void normalise(const float *row, const uint8_t *mask, normaliser *n) {
     int count = 0;
+#ifdef __SSE2__
+    /* 16 mask bytes a compare (SSE2 is part of x86-64): most rows have few legal moves, a waiting
+     * slot's one, so most compares find none. */
+    for (int base = 0; base < GC_NUM_ACTIONS; base += 16) {
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(mask + base));
+        unsigned bits = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(bytes, _mm_setzero_si128())) & 0xFFFFu;
+        for (; bits; bits &= bits - 1) n->legal[count++] = (int16_t)(base + __builtin_ctz(bits));
+    }
+#else
     for (int a = 0; a < GC_NUM_ACTIONS; a++) {     /* branch-free: most rows have few legal moves */
         n->legal[count] = (int16_t)a;
         count += mask[a] != 0;
     }
+#endif
     float top = -INFINITY, total = 0.0f;
     for (int i = 0; i < count; i++)
         if (row[n->legal[i]] > top) top = row[n->legal[i]];

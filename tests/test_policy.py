@@ -10,7 +10,7 @@ from gcpipe.nn.select import mask_logits
 from gcpipe.train.config import make_config
 from gcpipe.train.policy import draw_legal, inverse_cdf, policy_terms, sample_actions, sample_legal
 from gcpipe.train.ppo import PPO
-from gcpipe.train.sequence import forward_segments
+from gcpipe.train.sequence import policy_segments
 
 PASS = 255
 pytestmark = pytest.mark.usefixtures("one_thread")   # tests/conftest.py
@@ -148,9 +148,8 @@ def test_the_update_recomputes_the_rollouts_log_probabilities_and_values_bit_for
         ppo.update()                         # weights that are not the initial ones
         ppo.collect()
         with torch.no_grad():
-            logits, values, pass_logits = forward_segments(ppo.policy, ppo.buf_obs, ppo.buf_initial_state,
-                                                           ppo.buf_starts)
-            log_probs, _ = policy_terms(logits, ppo.buf_masks, ppo.buf_actions)
+            log_probs, _, values, pass_logits = policy_segments(ppo.policy, ppo.buf_obs, ppo.buf_initial_state,
+                                                                ppo.buf_starts, ppo.buf_masks, ppo.buf_actions)
         assert torch.equal(log_probs, ppo.buf_logprobs)
         assert torch.equal(torch.where(ppo.buf_coin, pass_logits, values), ppo.buf_values)
         assert ppo.buf_logprobs.count_nonzero() > 0

@@ -25,6 +25,7 @@ from gcpipe.train.bench import bench_train, flops_per_step, forward_flops
 from gcpipe.train.config import TrainConfig, make_config, torch_device
 from gcpipe.train.evaluate import win_rate
 from gcpipe.train.muon import Muon, newton_schulz
+from gcpipe.train.policy import policy_terms
 from gcpipe.train.ppo import PPO, vtrace_gae
 from gcpipe.train.rollout_net import RolloutNet
 from gcpipe.train.run import METRIC_FIELDS, checkpoint_name, train
@@ -263,6 +264,62 @@ def test_the_update_recomputes_the_rollouts_outputs_bit_for_bit(monkeypatch):
             net.step(states, np.arange(batch, dtype=np.int32), np.ascontiguousarray(obs[:, t].numpy()), out)
             assert torch.equal(logits[:, t], torch.from_numpy(out[:, :256])), name
             assert torch.equal(values[:, t], torch.from_numpy(out[:, 256])), name
+
+
+def rollout_segments(bias: bool):
+    """A PPO buffer of real self-play segments (half their rows a waiting slot's, whose one legal move
+    is the pass) and a network with random biases where it has them: (model, obs, state, starts,
+    masks, actions, coin)."""
+    ppo = PPO(make_config(dict(num_envs=16, horizon=12, minibatch_size=96, total_timesteps=10**6, seed=4,
+                               layout="5c-bias" if bias else "5c")))
+    try:
+        ppo.collect()
+    finally:
+        ppo.close()
+    model = ppo.policy
+    with torch.no_grad():
+        for layer in (model.encoder, model.decoder):
+            if layer.bias is not None:
+                layer.bias.uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(3))
+    return (model, ppo.buf_obs, ppo.buf_initial_state, ppo.buf_starts, ppo.buf_masks, ppo.buf_actions,
+            ppo.buf_coin)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_policy_segments_skips_the_waiting_rows_logits_and_keeps_every_bit(monkeypatch, bias):
+    """PPO's update (policy_segments: the waiting rows skip the decoder's logits) gives forward_segments
+    + policy_terms' log-probabilities, entropies, values and pass logits, and the gradients of every
+    parameter and of the initial state, to the bit, on every code path and at one and two threads;
+    under a loss that weighs every row's log-probability and entropy (a waiting row's included) and
+    the COIN rows' values through the pass logit, as PPO's does."""
+    model, obs, state, starts, masks, actions, coin = rollout_segments(bias)
+    waiting = masks[..., PASS]
+    assert 0.3 < waiting.float().mean() < 0.7 and (masks.sum(-1)[waiting] == 1).all()
+    generator = torch.Generator().manual_seed(8)
+    weights = [torch.randn(actions.shape, generator=generator) for _ in range(3)]
+
+    def outputs_and_gradients(fast: bool) -> list:
+        initial = state.clone().requires_grad_()
+        if fast:
+            terms = sequence.policy_segments(model, obs, initial, starts, masks, actions)
+        else:
+            logits, values, pass_logits = forward_segments(model, obs, initial, starts)
+            terms = (*policy_terms(logits, masks, actions), values, pass_logits)
+        log_probs, entropies, values, pass_logits = terms
+        loss = ((log_probs * weights[0]).sum() + (entropies * weights[1]).sum()
+                + (torch.where(coin, pass_logits, values) * weights[2]).sum())
+        return [*terms, *torch.autograd.grad(loss, [*model.parameters(), initial])]
+
+    for name in PATHS:
+        monkeypatch.setattr(products, "SIMD_PATH", SIMD[name])
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            expected, got = outputs_and_gradients(False), outputs_and_gradients(True)
+            assert len(got) == len(expected) == 4 + len(list(model.parameters())) + 1
+            for e, g in zip(expected, got):
+                assert torch.equal(e, g), (name, threads)
+    assert torch.equal(got[0][waiting], torch.zeros(int(waiting.sum())))      # log p of the pass: 0
+    assert got[0][~waiting].min() < -0.5 and got[1][~waiting].max() > 1      # (the actors: real terms)
 
 
 def test_the_c_mingru_layer_gives_the_same_bits_on_every_path_and_thread_count(monkeypatch):

@@ -32,10 +32,10 @@ from gcpipe.engine.vecenv import VecEnv
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.train.config import TrainConfig, torch_device
 from gcpipe.train.muon import Muon
-from gcpipe.train.policy import policy_terms, sample_legal
+from gcpipe.train.policy import sample_legal
 from gcpipe.train.pool import OpponentPool
 from gcpipe.train.rollout_net import RolloutNet
-from gcpipe.train.sequence import forward_segments
+from gcpipe.train.sequence import policy_segments
 
 COIN_VALUE_ROW = PASS_ACTION   # the pass logit, read as the COIN rows' value with `side_value` (config.py)
 
@@ -313,10 +313,10 @@ class PPO:
             mb_adv = advantages[idx]
             mb_adv = weights * (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
 
-            logits, new_values, pass_logits = forward_segments(
-                self.policy, self.buf_obs[idx], self.buf_initial_state[:, idx], self.buf_starts[idx])
+            new_logprobs, entropies, new_values, pass_logits = policy_segments(
+                self.policy, self.buf_obs[idx], self.buf_initial_state[:, idx], self.buf_starts[idx],
+                self.buf_masks[idx], self.buf_actions[idx])
             new_values = side_values(pass_logits, new_values, self.buf_coin[idx] if self.side_value else None)
-            new_logprobs, entropies = policy_terms(logits, self.buf_masks[idx], self.buf_actions[idx])
             entropy = entropies.mean()
             log_ratio = new_logprobs - self.buf_logprobs[idx]
             ratio = log_ratio.exp()

@@ -24,6 +24,7 @@ from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.select import candidate, floats
 from gcpipe.train import matmul as products
 from gcpipe.train.matmul import fixed_order, linear
+from gcpipe.train.policy import policy_terms
 from gcpipe.train.row_threads import run_rows
 
 
@@ -131,14 +132,80 @@ def mingru_layer_torch(c: Tensor, x: Tensor, keep: Tensor, initial: Tensor) -> T
     return x + torch.sigmoid(p) * (s - x)
 
 
+class WaitingRowsDecoder(torch.autograd.Function):
+    """The decoder over time-major rows x [N, H] (weight [A+1, H], bias or None) where only the rows
+    `full` (ascending indices) need their action logits: (their logits [F, A], the pass logit and
+    value of every row [N, 2]).  A row whose one legal move is the pass (a waiting slot's) has
+    log-probability and entropy exactly 0 whatever its logits, and so their gradient is exactly 0:
+    its logits are not computed, and the products of the backward skip the zeros they would add.
+    Since a zero product changes no fixed-order sum (csrc/gc_gemm.h), the gradients are the bits
+    of the decoder over every row and column; the logits' gradient at the pass, which is never a
+    legal move of a row that needs logits, is 0 and not read.  Fixed-order float32 CPU tensors."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, full: Tensor, waiting: Tensor):
+        x_full = x.index_select(0, full)
+        logits = products.matmul(x_full, weight[:PASS_ACTION + 1].T, None if bias is None else bias[:PASS_ACTION + 1])
+        tail = products.matmul(x, weight[PASS_ACTION:].T, None if bias is None else bias[PASS_ACTION:])
+        ctx.save_for_backward(x, x_full, weight, full, waiting)
+        ctx.has_bias = bias is not None
+        return logits, tail
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_logits: Tensor, grad_tail: Tensor):
+        x, x_full, weight, full, waiting = ctx.saved_tensors
+        grad_logits = grad_logits[:, :PASS_ACTION]            # (the pass's is 0: never legal here)
+        grad_full = torch.cat([grad_logits, grad_tail.index_select(0, full)], dim=1)   # [F, A + 1]
+        grad_x = torch.empty_like(x)
+        grad_x.index_copy_(0, full, products.matmul(grad_full, weight))
+        grad_x.index_copy_(0, waiting, products.matmul(grad_tail.index_select(0, waiting), weight[PASS_ACTION:]))
+        grad_weight = torch.cat([products.matmul(grad_logits.T, x_full), products.matmul(grad_tail.T, x)])
+        grad_bias = None
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_bias = torch.cat([products.matmul(torch.ones(1, full.numel()), grad_logits),
+                                   products.matmul(torch.ones(1, x.shape[0]), grad_tail)], dim=1).view(-1)
+        return grad_x, grad_weight, grad_bias, None, None
+
+
+def _hidden(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Tensor) -> Tensor:
+    """The last MinGRU layer's outputs [T, B, H] over the segments (forward_segments' arguments)."""
+    keep = (~starts.T).unsqueeze(-1).to(torch.float32)            # [T, B, 1]: 0 where the state resets
+    x = linear(policy.encoder, obs.transpose(0, 1).to(torch.float32))      # [T, B, H], time-major
+    for layer, gru in enumerate(policy.grus):
+        x = mingru_layer(linear(gru, x), x, keep, state[layer])
+    return x
+
+
+def policy_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Tensor, masks: Tensor,
+                    actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """forward_segments' rows through policy_terms under the legal masks [B, T, A] and `actions`
+    [B, T]: (log-probabilities, entropies, values, pass logits), each [B, T].  On fixed-order
+    tensors the rows whose mask holds the pass (a waiting slot's, whose one legal move it is:
+    rules.md §6) skip the decoder's logits (WaitingRowsDecoder) and get log-probability and entropy
+    0, the policy terms' own values for them: the same bits and gradients, half the decoder's work."""
+    x = _hidden(policy, obs, state, starts)
+    decoder = policy.decoder
+    if not (fixed_order(x, decoder.weight) and masks.device.type == "cpu"):
+        logits, pass_logits, values = DecoderColumns.apply(linear(decoder, x))
+        return *policy_terms(logits, masks, actions), values, pass_logits
+    steps, batch, hidden = x.shape
+    needs_logits = ~masks[..., PASS_ACTION].T.reshape(-1)         # time-major, as x's rows
+    full, waiting = needs_logits.nonzero().view(-1), (~needs_logits).nonzero().view(-1)
+    logits, tail = WaitingRowsDecoder.apply(x.reshape(-1, hidden), decoder.weight, decoder.bias, full, waiting)
+    t, b = full // batch, full % batch
+    log_probs, entropies = policy_terms(logits.unsqueeze(1), masks[b, t].unsqueeze(1), actions[b, t].unsqueeze(1))
+    zeros = torch.zeros(steps * batch, dtype=torch.float32)
+    log_probs = zeros.index_copy(0, full, log_probs.view(-1)).view(steps, batch).T
+    entropies = zeros.index_copy(0, full, entropies.view(-1)).view(steps, batch).T
+    tail = tail.view(steps, batch, 2).transpose(0, 1)
+    return log_probs, entropies, tail[..., 1], tail[..., 0]
+
+
 def forward_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """obs [B, T, 120], state [L, B, H] (before step 0), starts [B, T] bool (state zeroed before
     that step) -> (logits [B, T, 256], values [B, T], pass logits [B, T]): the logits and values of
     stepping the policy T times, zeroing the state before the steps where `starts` is set; the pass
     logit (also logits[..., PASS_ACTION]) apart, for `side_value`'s COIN rows."""
-    keep = (~starts.T).unsqueeze(-1).to(torch.float32)            # [T, B, 1]: 0 where the state resets
-    x = linear(policy.encoder, obs.transpose(0, 1).to(torch.float32))      # [T, B, H], time-major
-    for layer, gru in enumerate(policy.grus):
-        x = mingru_layer(linear(gru, x), x, keep, state[layer])
-    logits, pass_logits, values = DecoderColumns.apply(linear(policy.decoder, x))
+    logits, pass_logits, values = DecoderColumns.apply(linear(policy.decoder, _hidden(policy, obs, state, starts)))
     return logits, values, pass_logits
