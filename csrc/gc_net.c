@@ -23,20 +23,38 @@ typedef struct {
     float decode_x[ROWS][MAX_H];                /* rows waiting for a full decoder block */
     int decode_row[ROWS];                       /* ... and their indices in the call */
     int decode_count;
+    float value_x[ROWS][MAX_H];                 /* rows waiting for a block of value outputs */
+    int value_row[ROWS];
+    int value_count;
 } scratch;
 
 /* The kernels of a step, one set per code path.  dense: y[r][j] = bias[j] (or 0) followed by
  * y += w[i][j] * x[r][i] for i = 0..in-1, fused, for r < ROWS and j < cols.  encode: the same
  * for one row over the nonzero observation bytes only (a zero input adds w * 0, which changes no
  * sum but -0; every path skips the same inputs).  gates: the MinGRU update (gc_gates.h).
- * column: dense's sum for one row and one column (the value outputs of a row that needs no
- * logits). */
+ * pair: dense's sums for ROWS rows and two adjacent columns (the value outputs of rows that need
+ * no logits), 2 * ROWS independent sums, where one row's column at a time would wait on each
+ * multiply-add's latency. */
 typedef struct {
     void (*dense)(const float *w, int in, int cols, const float *bias, const float (*x)[MAX_H], float *y, int ldy);
     void (*encode)(const gc_net *net, const uint8_t *obs, float *x);
     void (*gates)(int H, const float *c, const float *previous, float keep, const float *x, float *s, float *x_out);
-    float (*column)(const float *w, int in, int cols, float bias, const float *x);
+    void (*pair)(const float *w, int in, int cols, const float *bias, const float (*x)[MAX_H], float (*y)[2]);
 } kernels;
+
+/* The pair kernel's body, the same on every path (fmaf: a call into libm on the scalar path, an
+ * instruction on the others). */
+#define PAIR_BODY                                                                \
+    float acc[ROWS][2];                                                          \
+    for (int r = 0; r < ROWS; r++) acc[r][0] = bias[0], acc[r][1] = bias[1];     \
+    for (int i = 0; i < in; i++) {                                               \
+        const float *wi = w + (size_t)i * cols;                                  \
+        for (int r = 0; r < ROWS; r++) {                                         \
+            acc[r][0] = fmaf(wi[0], x[r][i], acc[r][0]);                         \
+            acc[r][1] = fmaf(wi[1], x[r][i], acc[r][1]);                         \
+        }                                                                        \
+    }                                                                            \
+    for (int r = 0; r < ROWS; r++) y[r][0] = acc[r][0], y[r][1] = acc[r][1];
 
 /* ---- scalar path ---- */
 
@@ -60,13 +78,11 @@ static void encode_scalar(const gc_net *net, const uint8_t *obs, float *x) {
     }
 }
 
-static float column_scalar(const float *w, int in, int cols, float bias, const float *x) {
-    float acc = bias;
-    for (int i = 0; i < in; i++) acc = fmaf(w[(size_t)i * cols], x[i], acc);
-    return acc;
+static void pair_scalar(const float *w, int in, int cols, const float *bias, const float (*x)[MAX_H], float (*y)[2]) {
+    PAIR_BODY
 }
 
-static const kernels scalar_kernels = {dense_scalar, encode_scalar, gc_gates_forward_scalar, column_scalar};
+static const kernels scalar_kernels = {dense_scalar, encode_scalar, gc_gates_forward_scalar, pair_scalar};
 
 #ifdef GC_NET_X86
 /* ---- AVX2 + FMA path: 8 outputs per vector, the scalar path's operations lane by lane ---- */
@@ -122,14 +138,12 @@ AVX2 static void encode_avx2(const gc_net *net, const uint8_t *obs, float *x) {
     }
 }
 
-/* column_scalar with the fused multiply-add an instruction rather than a call into libm. */
-AVX2 static float column_fma(const float *w, int in, int cols, float bias, const float *x) {
-    float acc = bias;
-    for (int i = 0; i < in; i++) acc = fmaf(w[(size_t)i * cols], x[i], acc);
-    return acc;
+AVX2 static void pair_fma(const float *w, int in, int cols, const float *bias, const float (*x)[MAX_H],
+                          float (*y)[2]) {
+    PAIR_BODY
 }
 
-static const kernels avx2_kernels = {dense_avx2, encode_avx2, gc_gates_forward_avx2, column_fma};
+static const kernels avx2_kernels = {dense_avx2, encode_avx2, gc_gates_forward_avx2, pair_fma};
 
 /* ---- AVX-512 path: 16 outputs per vector; 32 registers hold 3 vectors by ROWS rows ---- */
 
@@ -166,7 +180,7 @@ AVX512 static void dense_avx512(const float *w, int in, int cols, const float *b
     }
 }
 
-static const kernels avx512_kernels = {dense_avx512, encode_avx2, gc_gates_forward_avx512, column_fma};
+static const kernels avx512_kernels = {dense_avx512, encode_avx2, gc_gates_forward_avx512, pair_fma};
 #endif
 
 int gc_net_best_simd(void) {
@@ -210,13 +224,28 @@ static void decode_block(const gc_net *net, const kernels *k, scratch *s, float 
     s->decode_count = 0;
 }
 
+/* The pass logit and value of the rows gathered in s->value_x (padding rows copy row 0), their
+ * other logits 0. */
+static void value_block(const gc_net *net, const kernels *k, scratch *s, float *out) {
+    for (int r = s->value_count; r < ROWS; r++) memcpy(s->value_x[r], s->value_x[0], sizeof(float) * net->hidden);
+    float pairs[ROWS][2];
+    k->pair(net->decoder + GC_PASS_ACTION, net->hidden, GC_NET_DECODER_STRIDE, net->decoder_bias + GC_PASS_ACTION,
+            (const float (*)[MAX_H])s->value_x, pairs);
+    for (int r = 0; r < s->value_count; r++) {
+        float *y = out + (size_t)s->value_row[r] * GC_NET_OUTPUTS;
+        memset(y, 0, sizeof(float) * GC_PASS_ACTION);
+        y[GC_PASS_ACTION] = pairs[r][0], y[GC_PASS_ACTION + 1] = pairs[r][1];
+    }
+    s->value_count = 0;
+}
+
 void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *obs, float *states,
                  const uint8_t *want_logits, float *out) {
     const kernels *k = kernels_of(net->simd);
     int H = net->hidden;
     size_t state_size = (size_t)net->layers * H;
     scratch s;
-    s.decode_count = 0;
+    s.decode_count = s.value_count = 0;
     for (int first = 0; first < n; first += ROWS) {
         int rows = n - first < ROWS ? n - first : ROWS;
         for (int r = 0; r < rows; r++) k->encode(net, obs + (size_t)(first + r) * GC_OBS_SIZE, s.x[r]);
@@ -231,7 +260,7 @@ void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *
         }
         if (!out) continue;
         /* Rows that want logits go through the decoder in whole blocks; the others get their two
-         * value outputs alone, each the same sum as in a block. */
+         * value outputs alone in blocks of their own, each the same sum as in a decoder block. */
         for (int r = 0; r < rows; r++) {
             int row = first + r;
             if (!want_logits || want_logits[row]) {
@@ -240,11 +269,11 @@ void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *
                 if (s.decode_count == ROWS) decode_block(net, k, &s, out);
                 continue;
             }
-            float *y = out + (size_t)row * GC_NET_OUTPUTS;
-            memset(y, 0, sizeof(float) * GC_NUM_ACTIONS);
-            for (int j = GC_PASS_ACTION; j < GC_NET_OUTPUTS; j++)
-                y[j] = k->column(net->decoder + j, H, GC_NET_DECODER_STRIDE, net->decoder_bias[j], s.x[r]);
+            memcpy(s.value_x[s.value_count], s.x[r], sizeof(float) * H);
+            s.value_row[s.value_count++] = row;
+            if (s.value_count == ROWS) value_block(net, k, &s, out);
         }
     }
     if (out && s.decode_count) decode_block(net, k, &s, out);
+    if (out && s.value_count) value_block(net, k, &s, out);
 }
