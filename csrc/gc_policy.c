@@ -32,10 +32,7 @@ static void normalise(const float *row, const uint8_t *mask, normaliser *n) {
         count += mask[a] != 0;
     }
 #endif
-    float top = -INFINITY, total = 0.0f;
-    for (int i = 0; i < count; i++)
-        if (row[n->legal[i]] > top) top = row[n->legal[i]];
-    for (int i = 0; i < count; i++) total += n->w[i] = gc_expf(row[n->legal[i]] - top);
+    float top, total = gc_legal_weights(row, n->legal, count, n->w, &top);
     n->count = count, n->total = total, n->log_z = top + gc_logf(total);
 }
 
@@ -56,14 +53,9 @@ void gc_policy_sample(int n1, int n2, const float *logits, int64_t stride1, int6
     for (int r = first; r < end; r++) {
         const float *row = ROW_LOGITS(r);
         normalise(row, ROW_MASK(r), &n);
-        float u = uniforms[r] * n.total, running = 0.0f;
+        float u = uniforms[r] * n.total;
         if (u < FLT_MIN) u = FLT_MIN;        /* u = 0 would take a first move however improbable */
-        int chosen = -1;
-        for (int i = 0; i < n.count; i++) {
-            chosen = n.legal[i];
-            running += n.w[i];
-            if (running >= u) break;
-        }
+        int chosen = n.count ? n.legal[gc_inverse_cdf(n.w, n.count, u)] : -1;
         actions[r] = chosen;                 /* (-1 for a row without a legal move) */
         log_probs[r] = chosen < 0 ? NAN : row[chosen] - n.log_z;
     }

@@ -254,19 +254,11 @@ double gc_mean_entropy(int n, const float *p) {
 
 int gc_sample_action(gc_state *s, const float *logits) {
     int16_t legal[GC_NUM_ACTIONS];
-    float p[GC_NUM_ACTIONS];
+    float w[GC_NUM_ACTIONS], top;
     int n = gc_legal_actions(s, legal);
     if (n == 0) return -1;
-    float top = logits[legal[0]], total = 0.0f;
-    for (int i = 1; i < n; i++)
-        if (logits[legal[i]] > top) top = logits[legal[i]];
-    for (int i = 0; i < n; i++) total += p[i] = gc_expf(logits[legal[i]] - top);
-    float r = (float)gc_rand(&s->rng) / 2147483648.0f * total, running = 0.0f;
-    for (int i = 0; i < n; i++) {
-        running += p[i];
-        if (running >= r) return legal[i];
-    }
-    return legal[n - 1];
+    float total = gc_legal_weights(logits, legal, n, w, &top);
+    return legal[gc_inverse_cdf(w, n, (float)gc_rand(&s->rng) / 2147483648.0f * total)];
 }
 
 void gc_batch_observe(const gc_state *states, const int32_t *idx, int n, uint8_t *obs, uint8_t *mask) {

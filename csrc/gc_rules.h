@@ -4,6 +4,7 @@
 #define GC_RULES_H
 #include <stdint.h>
 
+#include "gc_math.h"
 #include "gc_tables.h"
 
 #define GC_OBS_SIZE 120
@@ -99,6 +100,28 @@ int gc_action_captures(const gc_state *s, int action);
  * game's generator (one draw); returns -1 when there is no legal action.  exp is gc_math.h's,
  * so the choice is the same on every machine (libm's expf may differ in the last bit). */
 int gc_sample_action(gc_state *s, const float *logits);
+
+/* The draw's two steps, shared with training's sampler (gc_policy.c).  gc_legal_weights: w[i] =
+ * exp(logits[legal[i]] - top) for the count listed moves, top their largest logit (into *top),
+ * and their sum in list order (returned).  gc_inverse_cdf: the first i whose running sum
+ * w[0] + ... + w[i] reaches u (count - 1 if none does, as rounding could make). */
+static inline float gc_legal_weights(const float *logits, const int16_t *legal, int count, float *w, float *top) {
+    float largest = -INFINITY, total = 0.0f;
+    for (int i = 0; i < count; i++)
+        if (logits[legal[i]] > largest) largest = logits[legal[i]];
+    for (int i = 0; i < count; i++) total += w[i] = gc_expf(logits[legal[i]] - largest);
+    *top = largest;
+    return total;
+}
+
+static inline int gc_inverse_cdf(const float *w, int count, float u) {
+    float running = 0.0f;
+    for (int i = 0; i < count; i++) {
+        running += w[i];
+        if (running >= u) return i;
+    }
+    return count - 1;
+}
 
 /* Batched helpers over an array of game states, for players that act on many games at once.
  * `idx` selects n games; inputs and outputs are row k for game idx[k]. */
