@@ -140,23 +140,30 @@ def test_vtrace_gae_matches_a_hand_computed_example():
 def test_flops_per_step_counts_the_rows_each_phase_multiplies():
     """Hand count: a step of the default network is 2 x (120x128 + 2 x 128x384 + 128x257) = 293,120
     flops.  8 envs x 2 slots x 4 ticks = 64 counted steps; a quarter of the envs play the bot (2 rows
-    no network steps), so the rollout steps 14 rows a tick plus the 8 trained rows' bootstrap:
-    293,120 x (14 x 4 + 8) / 64.  The update passes once over the 32 trained steps with a forward,
-    the weights' gradients and every input gradient but the encoder's (2 x 120x128 = 30,720):
-    32 x (3 x 293,120 - 30,720) / 64.  With train_slot_1, slot 1 of the 4 current-policy envs is
-    trained too: 12 trained rows, 48 trained steps."""
+    no network steps), so the rollout steps 14 rows a tick plus the 8 trained rows' bootstrap, which
+    the C step gives only its pass logit and value (skipping 2 x 128x255 = 65,280 flops):
+    293,120 x (14 x 4 + 8) - 65,280 x 8, over 64.  The update passes once over the 32 trained steps
+    with a forward, the weights' gradients and every input gradient but the encoder's (2 x 120x128
+    = 30,720), the pass logit computed twice (256): 32 x (3 x 293,120 - 30,720 + 256) / 64.  Half
+    the rows waiting: the rollout skips 65,280 for 28 of its 56 rows, the update 3 x 65,280 for half
+    its steps and computes the pass logit twice for the other half.  With train_slot_1, slot 1 of the
+    4 current-policy envs is trained too: 12 trained rows, 48 trained steps."""
     policy = MinGRUPolicy()
     assert forward_flops(policy) == 293_120
-    settings = dict(num_envs=8, horizon=4, bot_fraction=0.25, historical_fraction=0.25)
+    settings = dict(num_envs=8, horizon=4, bot_fraction=0.25, historical_fraction=0.25, rollout_net="c")
     ppo = PPO(make_config(settings))
     try:
-        assert flops_per_step(ppo) == {"rollout": 293_120 * 64 / 64, "update": 32 * (3 * 293_120 - 30_720) / 64}
+        assert flops_per_step(ppo) == {"rollout": (293_120 * 64 - 65_280 * 8) / 64,
+                                       "update": 32 * (3 * 293_120 - 30_720 + 256) / 64}
+        assert flops_per_step(ppo, waiting=0.5) == {
+            "rollout": (293_120 * 64 - 65_280 * (28 + 8)) / 64,
+            "update": 32 * (3 * 293_120 - 30_720 + 128 - 1.5 * 65_280) / 64}
     finally:
         ppo.close()
-    ppo = PPO(make_config(dict(settings, train_slot_1=True)))
+    ppo = PPO(make_config(dict(settings, train_slot_1=True, rollout_net="torch")))
     try:
         assert flops_per_step(ppo) == {"rollout": 293_120 * (14 * 4 + 12) / 64,
-                                       "update": 48 * (3 * 293_120 - 30_720) / 64}
+                                       "update": 48 * (3 * 293_120 - 30_720 + 256) / 64}
     finally:
         ppo.close()
 
@@ -270,10 +277,11 @@ def rollout_segments(bias: bool):
     """A PPO buffer of real self-play segments (half their rows a waiting slot's, whose one legal move
     is the pass) and a network with random biases where it has them: (model, obs, state, starts,
     masks, actions, coin)."""
-    ppo = PPO(make_config(dict(num_envs=16, horizon=12, minibatch_size=96, total_timesteps=10**6, seed=4,
+    ppo = PPO(make_config(dict(num_envs=24, horizon=64, minibatch_size=1536, total_timesteps=10**6, seed=4,
                                layout="5c-bias" if bias else "5c")))
     try:
         ppo.collect()
+        ppo.collect()                        # (its games end: state resets)
     finally:
         ppo.close()
     model = ppo.policy
@@ -295,6 +303,7 @@ def test_policy_segments_skips_the_waiting_rows_logits_and_keeps_every_bit(monke
     model, obs, state, starts, masks, actions, coin = rollout_segments(bias)
     waiting = masks[..., PASS]
     assert 0.3 < waiting.float().mean() < 0.7 and (masks.sum(-1)[waiting] == 1).all()
+    assert starts.sum() > 5 and starts.numel() > 1024     # state resets; the products' sums in passes
     generator = torch.Generator().manual_seed(8)
     weights = [torch.randn(actions.shape, generator=generator) for _ in range(3)]
 
@@ -316,10 +325,42 @@ def test_policy_segments_skips_the_waiting_rows_logits_and_keeps_every_bit(monke
             torch.set_num_threads(threads)
             expected, got = outputs_and_gradients(False), outputs_and_gradients(True)
             assert len(got) == len(expected) == 4 + len(list(model.parameters())) + 1
-            for e, g in zip(expected, got):
-                assert torch.equal(e, g), (name, threads)
+            for e, g in zip(expected, got):      # every bit: -0.0 is not +0.0 here
+                assert torch.equal(e.view(torch.int32), g.view(torch.int32)), (name, threads)
     assert torch.equal(got[0][waiting], torch.zeros(int(waiting.sum())))      # log p of the pass: 0
     assert got[0][~waiting].min() < -0.5 and got[1][~waiting].max() > 1      # (the actors: real terms)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_waiting_rows_decoder_is_the_decoder_on_the_rows_and_columns_it_gives(monkeypatch, bias):
+    """WaitingRowsDecoder's logits (every column, the pass's included) and pass logit and value equal
+    the decoder's on those rows, and under any loss of them its gradients are the decoder's under
+    the same loss, to the bit (a loss on a full row's pass logit reaches the weights through both
+    outputs that hold it); empty sets of full or waiting rows included."""
+    generator = torch.Generator().manual_seed(5)
+    decoder = torch.nn.Linear(128, 257, bias=bias)
+    with torch.no_grad():
+        for p in decoder.parameters():
+            p.uniform_(-0.3, 0.3, generator=generator)
+    x = torch.randn(700, 128, generator=generator)
+    for full_share in (0.5, 0.0, 1.0):
+        needs = torch.rand(700, generator=generator) < full_share
+        full, waiting = needs.nonzero().view(-1), (~needs).nonzero().view(-1)
+        w_logits = torch.randn(len(full), 256, generator=generator)
+        w_tail = torch.randn(700, 2, generator=generator)
+        for name in PATHS:
+            monkeypatch.setattr(products, "SIMD_PATH", SIMD[name])
+            leaf = x.clone().requires_grad_()
+            out = products.linear(decoder, leaf)
+            dense_logits, dense_tail = out[full, :256], out[:, PASS:]
+            loss = (dense_logits * w_logits).sum() + (dense_tail * w_tail).sum()
+            expected = [dense_logits, dense_tail, *torch.autograd.grad(loss, [leaf, *decoder.parameters()])]
+            leaf = x.clone().requires_grad_()
+            logits, tail = sequence.WaitingRowsDecoder.apply(leaf, decoder.weight, decoder.bias, full, waiting)
+            loss = (logits * w_logits).sum() + (tail * w_tail).sum()
+            got = [logits, tail, *torch.autograd.grad(loss, [leaf, *decoder.parameters()])]
+            for e, g in zip(expected, got):
+                assert torch.equal(e.view(torch.int32), g.view(torch.int32)), (name, full_share)
 
 
 def test_the_c_mingru_layer_gives_the_same_bits_on_every_path_and_thread_count(monkeypatch):

@@ -8,6 +8,7 @@ import time
 
 import torch
 
+from gcpipe.engine import PASS_ACTION
 from gcpipe.errors import UserError, is_int
 from gcpipe.train.heap import keep_freed_blocks
 from gcpipe.nn.model import MinGRUPolicy
@@ -21,20 +22,35 @@ def forward_flops(policy: MinGRUPolicy) -> int:
     return sum(2 * inputs * outputs for inputs, outputs in policy.matrix_shapes())
 
 
-def flops_per_step(ppo: PPO) -> dict[str, float]:
-    """Matrix work per agent step (one row's decision, the unit of steps/s) of each phase of `ppo`.
+def flops_per_step(ppo: PPO, waiting: float = 0.0) -> dict[str, float]:
+    """Matrix work per agent step (one row's decision, the unit of steps/s) of each phase of `ppo`,
+    `waiting` the share of the rows that are a waiting slot's (whose one legal move is the pass).
     Rollout: every row a network plays (current policy and frozen snapshots; not the bot's) steps
-    once per tick, plus the bootstrap step of the trained rows.  Update: replay_ratio passes over the
+    once per tick, plus the bootstrap step of the trained rows; the C step gives a waiting row and a
+    bootstrap row only the decoder's pass logit and value.  Update: replay_ratio passes over the
     trained steps, each a forward, the weights' gradients (as much work again) and the inputs'
-    gradients of every layer but the encoder (whose input is the observation)."""
+    gradients of every layer but the encoder (whose input is the observation); on the CPU a waiting
+    row skips the decoder's other columns in all three, and the others compute the pass logit twice
+    (with the logits and with the value)."""
     c, policy = ppo.config, ppo.policy
     forward = forward_flops(policy)
-    (encoder_in, encoder_out), *_ = policy.matrix_shapes()
+    (encoder_in, encoder_out), *_, (hidden, outputs) = policy.matrix_shapes()
+    skipped, pass_column = 2 * hidden * (outputs - 2), 2 * hidden     # all columns but the pass and value
     rows_per_tick = len(ppo.current_rows) + len(ppo.historical_rows)
     trained_rows = len(ppo.trained_rows)
-    rollout = forward * (rows_per_tick * c.horizon + trained_rows) / c.steps_per_epoch
-    update = c.replay_ratio * trained_rows * c.horizon * (3 * forward - 2 * encoder_in * encoder_out) / c.steps_per_epoch
-    return {"rollout": rollout, "update": update}
+    rollout = forward * (rows_per_tick * c.horizon + trained_rows)
+    if ppo.rollout_net is not None:
+        rollout -= skipped * (waiting * rows_per_tick * c.horizon + trained_rows)
+    update = 3 * forward - 2 * encoder_in * encoder_out
+    if ppo.device.type == "cpu":
+        update += (1 - waiting) * pass_column - 3 * waiting * skipped
+    return {"rollout": rollout / c.steps_per_epoch,
+            "update": c.replay_ratio * trained_rows * c.horizon * update / c.steps_per_epoch}
+
+
+def waiting_share(ppo: PPO) -> float:
+    """The share of the last epoch's trained rows that are a waiting slot's."""
+    return float(ppo.buf_masks[..., PASS_ACTION].float().mean())
 
 
 def matmul_gflops(policy: MinGRUPolicy, rows: int, seconds: float = 0.5) -> float:
@@ -102,7 +118,7 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
     finally:
         ppo.env.close()
     steps = epochs * config.steps_per_epoch
-    flops = flops_per_step(ppo)
+    flops = flops_per_step(ppo, waiting_share(ppo))
     peak = matmul_gflops(ppo.policy, rows=config.num_agents) if ppo.device.type == "cpu" else float("nan")
     return {"agent_steps_per_s": steps / (rollout + update), "rollout_steps_per_s": steps / rollout,
             "update_steps_per_s": steps / update, "rollout_share": rollout / (rollout + update),

@@ -10,7 +10,8 @@ checks both against tests/sequence_oracle.py).  On float32 CPU tensors the matri
 C in a fixed order (train/matmul.py), and each layer's elementwise work, forward and backward,
 runs in C too (MinGRULayer: one pass over memory where torch's expressions, kept for other
 devices, make a dozen) with the play-time step's gates: the update's forward gives the rollout's
-logits and values to the bit, so PPO's first ratios are exactly 1.
+logits and values to the bit, so PPO's first ratios are exactly 1.  PPO's update (policy_segments)
+computes the action logits of the rows that need them only: a waiting slot's need none.
 """
 from __future__ import annotations
 
@@ -138,9 +139,9 @@ class WaitingRowsDecoder(torch.autograd.Function):
     value of every row [N, 2]).  A row whose one legal move is the pass (a waiting slot's) has
     log-probability and entropy exactly 0 whatever its logits, and so their gradient is exactly 0:
     its logits are not computed, and the products of the backward skip the zeros they would add.
-    Since a zero product changes no fixed-order sum (csrc/gc_gemm.h), the gradients are the bits
-    of the decoder over every row and column; the logits' gradient at the pass, which is never a
-    legal move of a row that needs logits, is 0 and not read.  Fixed-order float32 CPU tensors."""
+    A zero term changes no fixed-order sum (csrc/gc_gemm.h) but for the sign of a zero that an
+    underflow made, so the gradients are the decoder's over every row and column (tested bit for
+    bit).  Fixed-order float32 CPU tensors."""
 
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, full: Tensor, waiting: Tensor):
@@ -155,7 +156,11 @@ class WaitingRowsDecoder(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad_logits: Tensor, grad_tail: Tensor):
         x, x_full, weight, full, waiting = ctx.saved_tensors
-        grad_logits = grad_logits[:, :PASS_ACTION]            # (the pass's is 0: never legal here)
+        # The pass logit's gradient is the sum of both outputs' (as DecoderColumns adds them); the
+        # logits' one is 0 in PPO (the pass is never an actor's move), not for every loss.
+        grad_tail = grad_tail.clone()
+        grad_tail[:, 0].index_add_(0, full, grad_logits[:, PASS_ACTION])
+        grad_logits = grad_logits[:, :PASS_ACTION]
         grad_full = torch.cat([grad_logits, grad_tail.index_select(0, full)], dim=1)   # [F, A + 1]
         grad_x = torch.empty_like(x)
         grad_x.index_copy_(0, full, products.matmul(grad_full, weight))
@@ -163,8 +168,9 @@ class WaitingRowsDecoder(torch.autograd.Function):
         grad_weight = torch.cat([products.matmul(grad_logits.T, x_full), products.matmul(grad_tail.T, x)])
         grad_bias = None
         if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_bias = torch.cat([products.matmul(torch.ones(1, full.numel()), grad_logits),
-                                   products.matmul(torch.ones(1, x.shape[0]), grad_tail)], dim=1).view(-1)
+            ones = torch.ones(1, x.shape[0], dtype=torch.float32)
+            grad_bias = torch.cat([products.matmul(ones[:, :full.numel()], grad_logits),
+                                   products.matmul(ones, grad_tail)], dim=1).view(-1)
         return grad_x, grad_weight, grad_bias, None, None
 
 
@@ -181,9 +187,11 @@ def policy_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Te
                     actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """forward_segments' rows through policy_terms under the legal masks [B, T, A] and `actions`
     [B, T]: (log-probabilities, entropies, values, pass logits), each [B, T].  On fixed-order
-    tensors the rows whose mask holds the pass (a waiting slot's, whose one legal move it is:
-    rules.md §6) skip the decoder's logits (WaitingRowsDecoder) and get log-probability and entropy
-    0, the policy terms' own values for them: the same bits and gradients, half the decoder's work."""
+    tensors the rows whose mask holds the pass skip the decoder's logits (WaitingRowsDecoder) and
+    get log-probability and entropy 0, the policy terms' own values for them: the same bits and
+    gradients, half the decoder's work.  That needs the pass to be such a row's one legal move, as
+    it is for a waiting slot (rules.md §6; the env writes its mask, csrc/gc_env.c) and for no actor
+    (255 is never a legal move), the same rule by which the rollout's C step skips their logits."""
     x = _hidden(policy, obs, state, starts)
     decoder = policy.decoder
     if not (fixed_order(x, decoder.weight) and masks.device.type == "cpu"):
