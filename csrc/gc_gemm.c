@@ -216,6 +216,19 @@ static void transpose(int rows, int cols, const float *in, float *out) {
         for (int j = 0; j < cols; j++) out[(int64_t)j * rows + i] = in[(int64_t)i * cols + j];
 }
 
+/* A = X X^T (m x m) from X (m x n) and T = X^T: the tiles on and above the diagonal, the rest
+ * mirrored.  Element (i, j) sums x[i][k] x[j][k] over k in order and (j, i) the same products
+ * (a product's rounding does not depend on its operands' order) in the same order, so the mirror
+ * is the bits gc_gemm would write there, at about half the Gram's work. */
+static void gram_of(int simd, int m, int n, const float *x, const float *t, float *gram) {
+    for (int r0 = 0; r0 < m; r0 += MR_AVX512) {    /* (a whole tile's rows on AVX-512, two on AVX2) */
+        int r1 = m - r0 < MR_AVX512 ? m : r0 + MR_AVX512;
+        gc_gemm(simd, m, m - r0, n, x, n, 1, t + r0, m, NULL, gram + r0, m, r0, r1);
+    }
+    for (int i = 1; i < m; i++)
+        for (int j = 0; j < i; j++) gram[(int64_t)i * m + j] = gram[(int64_t)j * m + i];
+}
+
 void gc_newton_schulz(int simd, int rows, int cols, const float *g, int iterations, const float *coefficients,
                       float eps, float *out, float *scratch) {
     int wide = rows <= cols, m = wide ? rows : cols, n = wide ? cols : rows;   /* X is m x n, m <= n */
@@ -230,7 +243,7 @@ void gc_newton_schulz(int simd, int rows, int cols, const float *g, int iteratio
     for (int it = 0; it < iterations; it++) {
         float a = coefficients[3 * it], b = coefficients[3 * it + 1], c = coefficients[3 * it + 2];
         transpose(m, n, x, t);
-        gc_gemm(simd, m, m, n, x, n, 1, t, m, NULL, gram, m, 0, m);                     /* A = X X^T */
+        gram_of(simd, m, n, x, t, gram);                                                 /* A = X X^T */
         for (int64_t i = 0; i < (int64_t)m * m; i++) p[i] = c * gram[i];
         gc_gemm(simd, m, m, m, p, m, 1, gram, m, NULL, square, m, 0, m);                /* (c A) A */
         for (int64_t i = 0; i < (int64_t)m * m; i++) p[i] = b * gram[i] + square[i];

@@ -136,3 +136,29 @@ def test_the_c_newton_schulz_is_the_iteration_on_every_path(monkeypatch):
         for got, first, matrix in zip(outputs, results[PATHS[0]], matrices):
             assert torch.equal(got, first)
             assert torch.allclose(got.double(), newton_schulz(matrix.double()), atol=2e-5)
+
+
+def _newton_schulz_in_fixed_order(matrix: torch.Tensor) -> torch.Tensor:
+    """csrc/gc_gemm.c's iteration step by step in torch: the norm summed in float64 in index order,
+    each product a full fixed-order `matmul`, each elementwise operation one IEEE rounding."""
+    import numpy as np
+    from gcpipe.train.muon import NEWTON_SCHULZ_COEFFICIENTS, NEWTON_SCHULZ_EPS
+    wide = matrix.shape[0] <= matrix.shape[1]
+    x = (matrix if wide else matrix.T).contiguous()
+    total = float(np.cumsum(x.double().numpy().ravel() ** 2)[-1])
+    x = x / (torch.tensor(total ** 0.5, dtype=torch.float32) + torch.tensor(NEWTON_SCHULZ_EPS, dtype=torch.float32))
+    for a, b, c in torch.tensor(NEWTON_SCHULZ_COEFFICIENTS, dtype=torch.float32):
+        gram = fixed.matmul(x, x.T.contiguous())
+        p = b * gram + fixed.matmul(c * gram, gram)
+        x = a * x + fixed.matmul(p, x)
+    return x if wide else x.T
+
+
+@pytest.mark.parametrize("path", PATHS, indirect=True)
+def test_the_c_newton_schulz_mirrors_the_gram_to_the_bits_of_the_whole_product(path):
+    # gc_newton_schulz computes X X^T on and above the diagonal and mirrors it: sizes around its
+    # 12-row blocks, wide and tall.
+    generator = torch.Generator().manual_seed(11)
+    for rows, cols in [(128, 384), (257, 128), (13, 40), (25, 24), (1, 5)]:
+        matrix = torch.randn(rows, cols, generator=generator)
+        assert torch.equal(orthogonalise([matrix])[0], _newton_schulz_in_fixed_order(matrix))
