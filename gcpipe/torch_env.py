@@ -11,8 +11,10 @@ operation libgomp, torch's OpenMP runtime, keeps its idle threads spinning for G
 iterations (300,000 by default on a machine with a thread per core) in case more work follows,
 so on a 2-core machine the C kernel's second thread shares its core with a spinning one for
 several milliseconds: measured there, a torch operation followed by the rollout's C step took
-13.7 ms against 1.1 + 7.8 ms apart (README, Speed).  A spin count of 10,000 leaves torch's own
-back-to-back operations their spin and frees the core soon after.  It changes no value.
+13.7 ms against 1.1 + 7.8 ms apart (README, Speed).  A spin count of 1,000 leaves torch's own
+back-to-back operations their spin and frees the core soon after: at 10,000 a kernel's second
+thread still started 0.1-0.2 ms late after a torch operation (70 ms of a 1.45 s PPO epoch in
+such late starts; 23 ms at 1,000), and at 300 torch's operations slowed.  It changes no value.
 
 ATEN_CPU_CAPABILITY: which of its compiled kernel sets torch runs, by default the widest the CPU
 has (AVX-512 on recent Intel and AMD CPUs, AVX2 on older ones).  Its vectorised reductions (the
@@ -30,7 +32,7 @@ games on any machine").  Measured on a Zen 4 EPYC: no change in `gcpipe bench tr
 import os
 import sys
 
-SPIN_COUNT = "10000"
+SPIN_COUNT = "1000"
 
 
 def short_spin() -> None:

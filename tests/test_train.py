@@ -427,7 +427,7 @@ def test_freed_blocks_of_several_mib_stay_in_the_heap_for_reuse():
     assert probe("keep") == ["False", "True"]
 
 
-@pytest.mark.parametrize("preset, expected", [({}, "10000"), ({"GOMP_SPINCOUNT": "50"}, "50"),
+@pytest.mark.parametrize("preset, expected", [({}, "1000"), ({"GOMP_SPINCOUNT": "50"}, "50"),
                                               ({"OMP_WAIT_POLICY": "passive"}, None)])
 def test_the_cli_shortens_openmps_spin_before_torch_loads_unless_the_user_chose(preset, expected):
     env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
