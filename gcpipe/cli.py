@@ -385,6 +385,8 @@ def bench_train(envs: int = typer.Option(2048, "--envs", help="Environments (x2 
                 device: str = typer.Option("cpu", "--device", help="cpu, cuda or auto (the run setting `device`)."),
                 rollout_net: str = typer.Option(None, "--rollout-net", help="auto, torch or c (the run setting "
                                                 "`rollout_net`; default auto, or --run's)."),
+                update_precision: str = typer.Option(None, "--update-precision", help="float32 or bfloat16 (the "
+                                                     "run setting `update_precision`; default float32, or --run's)."),
                 run_name: str = typer.Option(None, "--run", help="Measure this PPO run of --config instead (its "
                                                                  "settings replace --envs ... --device)."),
                 config: Path = typer.Option(None, "--config", help="Pipeline config holding --run.")):
@@ -398,7 +400,8 @@ def bench_train(envs: int = typer.Option(2048, "--envs", help="Environments (x2 
         raise UserError("--run and --config go together")
     settings = run_config(config, run_name) if run_name is not None else None
     for key, value in run(num_envs=envs, horizon=horizon, epochs=epochs, threads=threads, selfplay=selfplay,
-                          train_slot_1=train_slot_1, device=device, rollout_net=rollout_net, run=settings).items():
+                          train_slot_1=train_slot_1, device=device, rollout_net=rollout_net,
+                          update_precision=update_precision, run=settings).items():
         typer.echo(f"{key}: {value}" if isinstance(value, str) else
                    f"{key}: {value:,.0f}" if value >= 100 else f"{key}: {value:.3g}")
 

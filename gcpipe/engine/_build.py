@@ -241,10 +241,22 @@ void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64
              int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end);
 void gc_newton_schulz(int simd, int rows, int cols, const float *g, int iterations, const float *coefficients,
                       float eps, float *out, float *scratch);
+
+/* csrc/gc_bf16.h: bfloat16 products, the instruction's bits on every x86-64 path */
+int gc_bf16_hardware(void);
+void gc_bf16_pack_row_pairs(int K, int N, const float *y, int64_t yk, int64_t yn, uint32_t *out, int64_t ld,
+                            int first, int end);
+void gc_bf16_round_rows(int K, const float *x, int64_t xr, int64_t xk, float *out, int64_t ld, int first, int end);
+void gc_bf16_round_row_pairs(int K, int N, const float *y, int64_t yk, int64_t yn, float *out, int64_t ld,
+                             int first, int end);
+void gc_bf16_gemm(int M, int N, int K, const float *a, const uint32_t *packed_a, int64_t lda, const uint32_t *b,
+                  int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end);
+void gc_bf16_gemm_emulated(int simd, int M, int N, int K, const float *a, int64_t a_row, int64_t a_col, const float *b,
+                           int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end);
 """
 
 HEADERS = ["gc_math.h", "gc_rules.h", "gc_bots.h", "gc_mcts.h", "gc_env.h", "gc_net.h", "gc_search.h", "gc_select.h",
-           "gc_mingru.h", "gc_gemm.h", "gc_policy.h"]
+           "gc_mingru.h", "gc_gemm.h", "gc_policy.h", "gc_bf16.h"]
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)

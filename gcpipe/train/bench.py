@@ -13,7 +13,7 @@ from gcpipe.errors import UserError, is_int
 from gcpipe.train.heap import keep_freed_blocks
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.train.config import TrainConfig, make_config
-from gcpipe.train.matmul import matmul
+from gcpipe.train.matmul import BF16_HARDWARE, matmul
 from gcpipe.train.ppo import PPO
 
 
@@ -75,14 +75,16 @@ def matmul_gflops(policy: MinGRUPolicy, rows: int, seconds: float = 0.5) -> floa
 
 def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, threads: int = 2,
                 selfplay: bool = True, train_slot_1: bool = False, warmup: int = 1, seed: int = 42,
-                device: str = "cpu", rollout_net: str | None = None, run: TrainConfig | None = None) -> dict:
+                device: str = "cpu", rollout_net: str | None = None, update_precision: str | None = None,
+                run: TrainConfig | None = None) -> dict:
     """Runs `warmup` untimed then `epochs` timed epochs of the default model (H=128, L=2) and
     returns steps/s overall and per phase (a step is one slot's decision, as in training), the
     GFLOP/s each phase reaches, the products' rate at the rollout's shapes, and the steps/s that
     rate would allow if the whole epoch were its matrix work (the roofline).  With `run` (a PPO
     run's settings, e.g. the candidate's with its sparring bots) those settings replace the others
-    but `epochs`, `warmup` and `threads`.  `rollout_net` (the run setting, auto, torch or c) applies
-    to either; None keeps the run's (auto without a run)."""
+    but `epochs`, `warmup` and `threads`.  `rollout_net` (the run setting, auto, torch or c) and
+    `update_precision` (float32 or bfloat16) apply to either; None keeps the run's (the default
+    without a run)."""
     for flag, value in (("--horizon", horizon), ("--envs", num_envs), ("--epochs", epochs), ("--threads", threads)):
         if not is_int(value) or value < 1:
             raise UserError(f"{flag} must be an integer >= 1, got {value!r}")
@@ -96,7 +98,8 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
         settings = dict(num_envs=num_envs, horizon=horizon, selfplay=selfplay, train_slot_1=train_slot_1,
                         minibatch_size=min(8192, num_envs * horizon) // horizon * horizon,
                         total_timesteps=10**12, seed=seed, device=device)
-    config = make_config({**settings, **({} if rollout_net is None else {"rollout_net": rollout_net})},
+    chosen = {"rollout_net": rollout_net, "update_precision": update_precision}
+    config = make_config({**settings, **{key: value for key, value in chosen.items() if value is not None}},
                          where="bench train")
     ppo = PPO(config)
     # CUDA work is asynchronous: each phase is timed to its end.
@@ -127,4 +130,5 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
             "matmul_gflops": peak,
             "roofline_agent_steps_per_s": peak * 1e9 / (flops["rollout"] + flops["update"]),
             "steps_per_epoch": config.steps_per_epoch, "threads": threads, "device": ppo.device.type,
-            "rollout_net": "torch" if ppo.rollout_net is None else "c"}
+            "rollout_net": "torch" if ppo.rollout_net is None else "c", "update_precision": config.update_precision + (
+                "" if config.update_precision == "float32" else " (AVX512_BF16)" if BF16_HARDWARE else " (emulated)")}

@@ -117,6 +117,7 @@ class TrainConfig:
     seed: int
     device: str  # cpu | cuda | auto: where training's torch work runs (torch_device)
     rollout_net: str  # auto | torch | c: PPO's rollout network step (gcpipe/train/rollout_net.py)
+    update_precision: str  # float32 | bfloat16: operands of PPO's update products (train/matmul.py)
     max_epochs: int  # stop (without final.bin) after this many epochs; 0 = no limit
 
     @property
@@ -235,6 +236,9 @@ def _check_across(config: TrainConfig, where: str) -> None:
     if config.rollout_net == "c" and config.device != "cpu":
         raise UserError(f"{where}: 'rollout_net' c steps the rollout on the CPU; set 'device' cpu (got "
                         f"{config.device})")
+    if config.update_precision == "bfloat16" and (config.algorithm != "ppo" or config.device != "cpu"):
+        raise UserError(f"{where}: 'update_precision' bfloat16 is for PPO's update on the CPU (its fixed-order "
+                        f"products); got algorithm '{config.algorithm}', device '{config.device}'")
     if config.algorithm != "ppo":
         if not config.selfplay:
             raise UserError(f"{where}: algorithm '{config.algorithm}' plays self-play games; set selfplay true")

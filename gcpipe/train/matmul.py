@@ -7,9 +7,13 @@ product is its start value followed by one fused multiply-add per input, inputs 
 code path (AVX-512, AVX2, scalar) and however the rows are split among threads, so a product's bits
 depend on its operands alone.  `linear` is the update's layers (encoder, MinGRU projections,
 decoder) with their gradients; `matmul` also serves Muon's Newton–Schulz iteration.  Float32 CPU
-tensors only: other devices and dtypes keep torch's products.
+tensors only: other devices and dtypes keep torch's products.  `matmul_bf16` is the opt-in
+`update_precision: bfloat16` of PPO's update: operands rounded to bfloat16, summed as AVX512_BF16's
+dot product sums them, by that instruction or by its exact emulation on the float32 paths.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 from torch import Tensor
@@ -46,33 +50,108 @@ def matmul(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
     return out
 
 
+# bfloat16 products (csrc/gc_bf16.h): AVX512_BF16's instruction where the CPU has it, else (or
+# with GCPIPE_BF16=emulate, to compare them) its emulation on gc_gemm's path: the same bits.
+BF16_HARDWARE = bool(lib.gc_bf16_hardware()) and os.environ.get("GCPIPE_BF16") != "emulate"
+
+
+def bf16_runs_here() -> bool:
+    """Whether matmul_bf16 runs on this machine's code path: the instruction, or its emulation on
+    the AVX2 or AVX-512 products (the scalar path's fmaf need not honour DAZ and FTZ)."""
+    return BF16_HARDWARE or SIMD_PATH in (lib.GC_NET_SIMD_AVX2, lib.GC_NET_SIMD_AVX512)
+
+
+def _words(t: Tensor):
+    return ffi.cast("uint32_t *", t.data_ptr())
+
+
+def matmul_bf16(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
+    """a [M, K] @ b [K, N] (+ bias [N]) with a and b rounded to bfloat16 and summed in float32 as
+    AVX512_BF16's dot product sums them (csrc/gc_bf16.h): the same bits on its instruction and on
+    the AVX2 and AVX-512 float32 paths.  Float32 CPU matrices, any strides; x86-64 only."""
+    (rows, inner), (inner_b, cols) = a.shape, b.shape
+    if inner != inner_b or not fixed_order(a, b, *([] if bias is None else [bias])):
+        raise ValueError(f"matmul_bf16 takes float32 CPU matrices that chain: {a.dtype} {tuple(a.shape)} @ "
+                         f"{b.dtype} {tuple(b.shape)}")
+    bias = None if bias is None else bias.contiguous()
+    out = torch.empty(rows, cols, dtype=torch.float32)
+    if not (rows and cols):
+        return out
+    pairs = (inner + 1) // 2
+    bias_pointer = floats(bias) if bias is not None else ffi.NULL
+    # A transposed view (the weights' gradients, grad^T x) is packed as pairs of its columns, read
+    # in memory order; any other A by rows.
+    transposed = a.stride(1) != 1 and a.stride(0) == 1
+    if not transposed:
+        a = a if a.stride(1) == 1 else a.contiguous()
+    if BF16_HARDWARE:
+        width = -(-cols // 32) * 32
+        packed_b = torch.empty(pairs, width, dtype=torch.int32)
+        run_rows(lambda first, end: lib.gc_bf16_pack_row_pairs(inner, cols, floats(b), b.stride(0), b.stride(1),
+                                                               _words(packed_b), width, first, end), pairs)
+        if transposed:
+            lda = rows + 11                                 # (a tile reads 12 rows)
+            packed_a = torch.empty(pairs, lda, dtype=torch.int32)
+            run_rows(lambda first, end: lib.gc_bf16_pack_row_pairs(inner, rows, floats(a), a.stride(1), 1,
+                                                                   _words(packed_a), lda, first, end), pairs)
+            a_floats, a_words = ffi.NULL, _words(packed_a)
+        else:
+            a_floats, a_words, lda = floats(a), ffi.NULL, a.stride(0)
+        product = lambda first, end: lib.gc_bf16_gemm(  # noqa: E731
+            rows, cols, inner, a_floats, a_words, lda, _words(packed_b), width, bias_pointer, floats(out), cols,
+            first, end)
+    else:
+        rounded_b = torch.empty(2 * pairs, cols, dtype=torch.float32)
+        run_rows(lambda first, end: lib.gc_bf16_round_row_pairs(inner, cols, floats(b), b.stride(0), b.stride(1),
+                                                                floats(rounded_b), cols, first, end), pairs)
+        if transposed:
+            rounded_a = torch.empty(2 * pairs, rows, dtype=torch.float32)       # A^T's rows
+            run_rows(lambda first, end: lib.gc_bf16_round_row_pairs(inner, rows, floats(a), a.stride(1), 1,
+                                                                    floats(rounded_a), rows, first, end), pairs)
+            a_row, a_col = 1, rows
+        else:
+            rounded_a = torch.empty(rows, 2 * pairs, dtype=torch.float32)
+            run_rows(lambda first, end: lib.gc_bf16_round_rows(inner, floats(a), a.stride(0), 1, floats(rounded_a),
+                                                               2 * pairs, first, end), rows)
+            a_row, a_col = 2 * pairs, 1
+        product = lambda first, end: lib.gc_bf16_gemm_emulated(  # noqa: E731
+            SIMD_PATH, rows, cols, 2 * pairs, floats(rounded_a), a_row, a_col, floats(rounded_b), cols, bias_pointer,
+            floats(out), cols, first, end)
+    run_rows(product, rows)
+    return out
+
+
 class FixedOrderLinear(torch.autograd.Function):
     """x @ weight.T (+ bias) over x's last dimension, as torch.nn.functional.linear, and its
     gradients, each product by `matmul`.  The bias's gradient is a product too (ones @ grad): a
-    sum over the rows in order."""
+    sum over the rows in order.  With `bfloat16` the output's and the gradients' products are
+    `matmul_bf16`'s, the bias's gradient float32's."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, bfloat16: bool = False) -> Tensor:
         flat = x.reshape(-1, x.shape[-1])
         ctx.save_for_backward(flat, weight)
-        ctx.input_shape, ctx.has_bias = x.shape, bias is not None
-        return matmul(flat, weight.T, bias).view(*x.shape[:-1], weight.shape[0])
+        ctx.input_shape, ctx.has_bias, ctx.bfloat16 = x.shape, bias is not None, bfloat16
+        product = matmul_bf16 if bfloat16 else matmul
+        return product(flat, weight.T, bias).view(*x.shape[:-1], weight.shape[0])
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None, None]:
         flat, weight = ctx.saved_tensors
         grad = grad.reshape(-1, weight.shape[0])
-        grad_x = matmul(grad, weight).view(ctx.input_shape) if ctx.needs_input_grad[0] else None
-        grad_weight = matmul(grad.T, flat) if ctx.needs_input_grad[1] else None
+        product = matmul_bf16 if ctx.bfloat16 else matmul
+        grad_x = product(grad, weight).view(ctx.input_shape) if ctx.needs_input_grad[0] else None
+        grad_weight = product(grad.T, flat) if ctx.needs_input_grad[1] else None
         grad_bias = None
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_bias = matmul(torch.ones(1, grad.shape[0], dtype=torch.float32), grad).view(-1)
-        return grad_x, grad_weight, grad_bias
+        return grad_x, grad_weight, grad_bias, None
 
 
-def linear(layer: torch.nn.Linear, x: Tensor) -> Tensor:
-    """layer(x), by FixedOrderLinear where the tensors take the C products."""
+def linear(layer: torch.nn.Linear, x: Tensor, bfloat16: bool = False) -> Tensor:
+    """layer(x), by FixedOrderLinear where the tensors take the C products (with bfloat16 operands
+    if asked: float32 CPU tensors only, which the run settings check)."""
     if fixed_order(x, layer.weight):
-        return FixedOrderLinear.apply(x, layer.weight, layer.bias)
+        return FixedOrderLinear.apply(x, layer.weight, layer.bias, bfloat16)
     return layer(x)

@@ -30,7 +30,9 @@ from torch import Tensor
 from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, PASS_ACTION, SIDE_NAMES
 from gcpipe.engine.vecenv import VecEnv
 from gcpipe.nn.model import MinGRUPolicy
+from gcpipe.errors import UserError
 from gcpipe.train.config import TrainConfig, torch_device
+from gcpipe.train.matmul import bf16_runs_here
 from gcpipe.train.muon import Muon
 from gcpipe.train.policy import sample_legal
 from gcpipe.train.pool import OpponentPool
@@ -100,6 +102,9 @@ class PPO:
 
     def __init__(self, config: TrainConfig, init: MinGRUPolicy | None = None):
         self.config = c = config
+        if c.update_precision == "bfloat16" and not bf16_runs_here():
+            raise UserError("'update_precision' bfloat16 needs an x86-64 CPU with AVX2 and FMA (its emulation runs "
+                            "on their float32 products; this one runs the scalar path)")
         # The network and the epoch buffers live on `device`; the envs' buffers stay on the CPU.
         self.device = device = torch_device(c)
         self.generator = torch.Generator().manual_seed(c.seed)     # init; on the CPU also sampling, minibatches
@@ -315,7 +320,7 @@ class PPO:
 
             new_logprobs, entropies, new_values, pass_logits = policy_segments(
                 self.policy, self.buf_obs[idx], self.buf_initial_state[:, idx], self.buf_starts[idx],
-                self.buf_masks[idx], self.buf_actions[idx])
+                self.buf_masks[idx], self.buf_actions[idx], bfloat16=c.update_precision == "bfloat16")
             new_values = side_values(pass_logits, new_values, self.buf_coin[idx] if self.side_value else None)
             entropy = entropies.mean()
             log_ratio = new_logprobs - self.buf_logprobs[idx]

@@ -144,12 +144,14 @@ class WaitingRowsDecoder(torch.autograd.Function):
     bit).  Fixed-order float32 CPU tensors."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, full: Tensor, waiting: Tensor):
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, full: Tensor, waiting: Tensor,
+                bfloat16: bool = False):
+        product = products.matmul_bf16 if bfloat16 else products.matmul
         x_full = x.index_select(0, full)
-        logits = products.matmul(x_full, weight[:PASS_ACTION + 1].T, None if bias is None else bias[:PASS_ACTION + 1])
-        tail = products.matmul(x, weight[PASS_ACTION:].T, None if bias is None else bias[PASS_ACTION:])
+        logits = product(x_full, weight[:PASS_ACTION + 1].T, None if bias is None else bias[:PASS_ACTION + 1])
+        tail = product(x, weight[PASS_ACTION:].T, None if bias is None else bias[PASS_ACTION:])
         ctx.save_for_backward(x, x_full, weight, full, waiting)
-        ctx.has_bias = bias is not None
+        ctx.has_bias, ctx.bfloat16 = bias is not None, bfloat16
         return logits, tail
 
     @staticmethod
@@ -162,37 +164,41 @@ class WaitingRowsDecoder(torch.autograd.Function):
         grad_tail[:, 0].index_add_(0, full, grad_logits[:, PASS_ACTION])
         grad_logits = grad_logits[:, :PASS_ACTION]
         grad_full = torch.cat([grad_logits, grad_tail.index_select(0, full)], dim=1)   # [F, A + 1]
+        product = products.matmul_bf16 if ctx.bfloat16 else products.matmul
         grad_x = torch.empty_like(x)
-        grad_x.index_copy_(0, full, products.matmul(grad_full, weight))
-        grad_x.index_copy_(0, waiting, products.matmul(grad_tail.index_select(0, waiting), weight[PASS_ACTION:]))
-        grad_weight = torch.cat([products.matmul(grad_logits.T, x_full), products.matmul(grad_tail.T, x)])
+        grad_x.index_copy_(0, full, product(grad_full, weight))
+        grad_x.index_copy_(0, waiting, product(grad_tail.index_select(0, waiting), weight[PASS_ACTION:]))
+        grad_weight = torch.cat([product(grad_logits.T, x_full), product(grad_tail.T, x)])
         grad_bias = None
         if ctx.has_bias and ctx.needs_input_grad[2]:
             ones = torch.ones(1, x.shape[0], dtype=torch.float32)
             grad_bias = torch.cat([products.matmul(ones[:, :full.numel()], grad_logits),
                                    products.matmul(ones, grad_tail)], dim=1).view(-1)
-        return grad_x, grad_weight, grad_bias, None, None
+        return grad_x, grad_weight, grad_bias, None, None, None
 
 
-def _hidden(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Tensor) -> Tensor:
-    """The last MinGRU layer's outputs [T, B, H] over the segments (forward_segments' arguments)."""
+def _hidden(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Tensor, bfloat16: bool = False) -> Tensor:
+    """The last MinGRU layer's outputs [T, B, H] over the segments (forward_segments' arguments;
+    `bfloat16`: the layers' products with bfloat16 operands, FixedOrderLinear)."""
     keep = (~starts.T).unsqueeze(-1).to(torch.float32)            # [T, B, 1]: 0 where the state resets
-    x = linear(policy.encoder, obs.transpose(0, 1).to(torch.float32))      # [T, B, H], time-major
+    x = linear(policy.encoder, obs.transpose(0, 1).to(torch.float32), bfloat16)      # [T, B, H], time-major
     for layer, gru in enumerate(policy.grus):
-        x = mingru_layer(linear(gru, x), x, keep, state[layer])
+        x = mingru_layer(linear(gru, x, bfloat16), x, keep, state[layer])
     return x
 
 
 def policy_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Tensor, masks: Tensor,
-                    actions: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                    actions: Tensor, bfloat16: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """forward_segments' rows through policy_terms under the legal masks [B, T, A] and `actions`
     [B, T]: (log-probabilities, entropies, values, pass logits), each [B, T].  On fixed-order
     tensors the rows whose mask holds the pass skip the decoder's logits (WaitingRowsDecoder) and
     get log-probability and entropy 0, the policy terms' own values for them: the same bits and
     gradients, half the decoder's work.  That needs the pass to be such a row's one legal move, as
     it is for a waiting slot (rules.md §6; the env writes its mask, csrc/gc_env.c) and for no actor
-    (255 is never a legal move), the same rule by which the rollout's C step skips their logits."""
-    x = _hidden(policy, obs, state, starts)
+    (255 is never a legal move), the same rule by which the rollout's C step skips their logits.
+    `bfloat16` (fixed-order tensors only): the products' operands in bfloat16 (matmul_bf16), so
+    the outputs are no longer the rollout's bits."""
+    x = _hidden(policy, obs, state, starts, bfloat16)
     decoder = policy.decoder
     if not (fixed_order(x, decoder.weight) and masks.device.type == "cpu"):
         logits, pass_logits, values = DecoderColumns.apply(linear(decoder, x))
@@ -200,7 +206,8 @@ def policy_segments(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Te
     steps, batch, hidden = x.shape
     needs_logits = ~masks[..., PASS_ACTION].T.reshape(-1)         # time-major, as x's rows
     full, waiting = needs_logits.nonzero().view(-1), (~needs_logits).nonzero().view(-1)
-    logits, tail = WaitingRowsDecoder.apply(x.reshape(-1, hidden), decoder.weight, decoder.bias, full, waiting)
+    logits, tail = WaitingRowsDecoder.apply(x.reshape(-1, hidden), decoder.weight, decoder.bias, full, waiting,
+                                            bfloat16)
     t, b = full // batch, full % batch
     log_probs, entropies = policy_terms(logits.unsqueeze(1), masks[b, t].unsqueeze(1), actions[b, t].unsqueeze(1))
     zeros = torch.zeros(steps * batch, dtype=torch.float32)
