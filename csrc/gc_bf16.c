@@ -7,13 +7,13 @@
 #define BF16_X86 1
 #endif
 
-/* float -> bfloat16 bits: to nearest, ties to even; NaN stays a quiet NaN; a result below the
- * normal range (a denormal or underflow) becomes a zero of its sign, as the instruction's DAZ
- * would read it. */
+/* float -> bfloat16 bits: to nearest, ties to even; every NaN becomes x86's default NaN (0xFFC0),
+ * so that which of two NaNs a sum keeps cannot depend on the code path; a result below the normal
+ * range becomes a zero of its sign (both paths then read the same operands). */
 static uint32_t bits_of(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu)) return (u >> 16) | 0x0040u;
+    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu)) return 0xFFC0u;
     uint32_t h = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
     return (h & 0x7F80u) ? h : h & 0x8000u;
 }
@@ -50,7 +50,8 @@ void gc_bf16_gemm_emulated(int simd, int M, int N, int K, const float *a, int64_
                            int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end) {
 #ifdef BF16_X86
     unsigned saved = _mm_getcsr();
-    _mm_setcsr(saved | 0x8040u);          /* FTZ (bit 15) and DAZ (bit 6), this thread only */
+    /* FTZ (bit 15) and DAZ (bit 6), rounding to nearest (bits 13-14 clear), this thread only */
+    _mm_setcsr((saved & ~0x6000u) | 0x8040u);
     gc_gemm(simd, M, N, K, a, a_row, a_col, b, ldb, bias, c, ldc, first, end);
     _mm_setcsr(saved);
 #else
@@ -74,7 +75,7 @@ BF16_TARGET static __m512i lanes_bits(__m512 f) {
     __m512i h = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
     __mmask16 tiny = _mm512_testn_epi32_mask(h, _mm512_set1_epi32(0x7F80));
     h = _mm512_mask_and_epi32(h, tiny, h, _mm512_set1_epi32(0x8000));
-    return _mm512_mask_or_epi32(h, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
+    return _mm512_mask_mov_epi32(h, nan, _mm512_set1_epi32(0xFFC0));
 }
 
 /* Pairs [j0, j0 + count) of `rows` (<= 12) rows of A into block[r * count + j - j0]; the rows
@@ -194,7 +195,8 @@ void gc_bf16_pack_row_pairs(int K, int N, const float *y, int64_t yk, int64_t yn
 
 int gc_bf16_hardware(void) {
 #ifdef BF16_HARDWARE
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512bf16");
 #else
     return 0;
 #endif

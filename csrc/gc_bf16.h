@@ -1,9 +1,10 @@
 /* bfloat16 matrix products for training (gcpipe/train/matmul.py, `update_precision: bfloat16`):
  * C = start + A B with A and B rounded to bfloat16 (to nearest, ties to even; a result below
- * float's normal range becomes a zero of its sign) and summed in float32 as AVX512_BF16's dot
+ * float's normal range becomes a zero of its sign, every NaN x86's default NaN) and summed in float32 as AVX512_BF16's dot
  * product sums them.  Over k in pairs (2j, 2j+1), k ascending: acc += A(m,2j+1) B(2j+1,n), then
  * acc += A(m,2j) B(2j,n), each one fused multiply-add with denormal inputs taken as zero and a
- * denormal result flushed to zero (an odd K ends with a zero element).  The start is bias[n] or 0.
+ * denormal result flushed to zero (an odd K ends with a zero element).  The start is bias[n] or 0
+ * (a denormal bias then reads as zero, and is copied as it is when K is 0).
  * Two ways to the same bits: the instruction (vdpbf16ps) over operands packed in pairs, on a CPU
  * that has it, and everywhere else gc_gemm's float32 products (gc_gemm.h) over the rounded
  * operands with each pair's elements swapped, under MXCSR's DAZ and FTZ (x86-64 only; measured
@@ -27,7 +28,7 @@ void gc_bf16_round_row_pairs(int K, int N, const float *y, int64_t yk, int64_t y
                              int first, int end);
 
 /* Rows m in [first, end) of C (M x N, ldc) by the instruction (gc_bf16_hardware() must be 1), B
- * packed by gc_bf16_pack_row_pairs (ldb a multiple of 32), A either floats (a: M x K, rows of lda,
+ * packed by gc_bf16_pack_row_pairs (rows of ldb >= N rounded up to 32 words), A either floats (a: M x K, rows of lda,
  * rounded here a block of rows at a time; packed_a NULL) or, for a transposed A, packed_a: A^T
  * packed by gc_bf16_pack_row_pairs ([pairs][lda] words, A(m, 2j) and A(m, 2j + 1) in word
  * j * lda + m, 11 readable words past M - 1; a NULL). */

@@ -63,8 +63,10 @@ def test_the_instruction_and_its_emulation_give_the_same_bits(monkeypatch, rows,
     spread = lambda *shape: torch.randn(*shape, generator=generator) * torch.exp(  # noqa: E731
         torch.randn(*shape, generator=generator) * 30)
     a, b = spread(rows, inner), spread(inner, cols)
-    if inner > 3:
+    if inner > 3:                                # NaNs of other bits in both operands
         a[0, :3] = float("nan")
+        b[:2, 0] = -float("nan")
+        b[2, 1] = torch.tensor(0x7FC12345, dtype=torch.int32).view(torch.float32)
     bias = torch.randn(cols, generator=generator)
     a_t = torch.randn(inner, rows, generator=generator).T
     for operands in ((a, b, bias), (a_t, b, None)):

@@ -33,7 +33,11 @@ from gcpipe.train import matmul as products, row_threads, sequence
 from gcpipe.train.sequence import DecoderColumns, forward_segments
 from gcpipe.torch_env import cpu_flags
 from devices import CUDA, DEVICES
+
 from sequence_oracle import forward_sequence
+
+# The bfloat16 cases run where matmul_bf16 does (x86-64 with AVX2 and FMA).
+BF16 = pytest.mark.skipif(not products.bf16_runs_here(), reason="bfloat16 products need x86-64 with AVX2")
 
 PATHS = [name for name in ("scalar", "avx2", "avx512") if SIMD[name] <= SIMD[best_simd()]]
 
@@ -825,7 +829,7 @@ def test_legacy_baseline_run_writes_the_legacy_layout(tmp_path):
 
 
 @pytest.mark.parametrize("bots", [
-    {}, {"bot_fraction": {"guerrilla": 0.2, "coin": 0.1}}, {"rollout_net": "torch"}, {"update_precision": "bfloat16"},
+    {}, {"bot_fraction": {"guerrilla": 0.2, "coin": 0.1}}, {"rollout_net": "torch"}, pytest.param({"update_precision": "bfloat16"}, marks=BF16),
     pytest.param({"device": "cuda"}, marks=CUDA.marks),
     pytest.param({"device": "cuda", "bot_fraction": {"guerrilla": 0.2, "coin": 0.1}}, marks=CUDA.marks),
 ], ids=["selfplay", "bots_per_side", "rollout_net_torch", "bfloat16_update", "cuda_selfplay", "cuda_bots_per_side"])
@@ -852,7 +856,7 @@ def test_resumed_run_matches_an_uninterrupted_one(tmp_path, bots):
 
 # ------------------------------------------------------------------ learning
 @pytest.mark.parametrize("device, precision", [("cpu", "float32"), pytest.param("cuda", "float32", marks=CUDA.marks),
-                                               ("cpu", "bfloat16")])
+                                               pytest.param("cpu", "bfloat16", marks=BF16)])
 def test_bot_mode_training_against_random_raises_the_win_rate(device, precision):
     # Guerrilla against random: about 6 % of games won untrained.  Replay ratio 2 learns fastest per
     # step at this size (seeds 3, 4, 5 gained 14, 9 and 14 points in 164k steps).

@@ -70,6 +70,8 @@ def matmul_bf16(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
     AVX512_BF16's dot product sums them (csrc/gc_bf16.h): the same bits on its instruction and on
     the AVX2 and AVX-512 float32 paths.  Float32 CPU matrices, any strides; x86-64 only."""
     (rows, inner), (inner_b, cols) = a.shape, b.shape
+    if not bf16_runs_here():
+        raise ValueError("matmul_bf16 needs x86-64 with AVX2 and FMA (or AVX512_BF16)")
     if inner != inner_b or not fixed_order(a, b, *([] if bias is None else [bias])):
         raise ValueError(f"matmul_bf16 takes float32 CPU matrices that chain: {a.dtype} {tuple(a.shape)} @ "
                          f"{b.dtype} {tuple(b.shape)}")
@@ -81,7 +83,7 @@ def matmul_bf16(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
     bias_pointer = floats(bias) if bias is not None else ffi.NULL
     # A transposed view (the weights' gradients, grad^T x) is packed as pairs of its columns, read
     # in memory order; any other A by rows.
-    transposed = a.stride(1) != 1 and a.stride(0) == 1
+    transposed = a.stride(1) != 1 and a.stride(0) == 1 and inner > 0
     if not transposed:
         a = a if a.stride(1) == 1 else a.contiguous()
     if BF16_HARDWARE:

@@ -10,7 +10,8 @@ checks both against tests/sequence_oracle.py).  On float32 CPU tensors the matri
 C in a fixed order (train/matmul.py), and each layer's elementwise work, forward and backward,
 runs in C too (MinGRULayer: one pass over memory where torch's expressions, kept for other
 devices, make a dozen) with the play-time step's gates: the update's forward gives the rollout's
-logits and values to the bit, so PPO's first ratios are exactly 1.  PPO's update (policy_segments)
+logits and values to the bit, so PPO's first ratios are exactly 1 (in float32: not with
+`update_precision: bfloat16`).  PPO's update (policy_segments)
 computes the action logits of the rows that need them only: a waiting slot's need none.
 """
 from __future__ import annotations
