@@ -33,16 +33,20 @@ def fixed_order(*tensors: Tensor) -> bool:
     return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
 
 
+def _product_of(name: str, a: Tensor, b: Tensor, bias: Tensor | None) -> tuple[Tensor | None, Tensor]:
+    """The checks and the output of a product `name` of a @ b (+ bias): (bias contiguous, out)."""
+    if a.shape[1] != b.shape[0] or not fixed_order(a, b, *([] if bias is None else [bias])):
+        raise ValueError(f"{name} takes float32 CPU matrices that chain: {a.dtype} {tuple(a.shape)} @ "
+                         f"{b.dtype} {tuple(b.shape)}")
+    return None if bias is None else bias.contiguous(), torch.empty(a.shape[0], b.shape[1], dtype=torch.float32)
+
+
 def matmul(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
     """a [M, K] (any strides) @ b [K, N] (+ bias [N] in every row), float32 on the CPU, each element
     summed in input order from its bias (or 0)."""
-    (rows, inner), (inner_b, cols) = a.shape, b.shape
-    if inner != inner_b or not fixed_order(a, b, *([] if bias is None else [bias])):
-        raise ValueError(f"matmul takes float32 CPU matrices that chain: {a.dtype} {tuple(a.shape)} @ "
-                         f"{b.dtype} {tuple(b.shape)}")
+    (rows, inner), cols = a.shape, b.shape[1]
+    bias, out = _product_of("matmul", a, b, bias)
     b = b.contiguous()
-    bias = None if bias is None else bias.contiguous()
-    out = torch.empty(rows, cols, dtype=torch.float32)
     if rows and cols:
         pointers = (floats(a), a.stride(0), a.stride(1), floats(b), cols,
                     floats(bias) if bias is not None else ffi.NULL, floats(out), cols)
@@ -61,6 +65,11 @@ def bf16_runs_here() -> bool:
     return BF16_HARDWARE or SIMD_PATH in (lib.GC_NET_SIMD_AVX2, lib.GC_NET_SIMD_AVX512)
 
 
+def product_in(bfloat16: bool):
+    """The product a layer of the update takes: matmul_bf16 with bfloat16 operands, else matmul."""
+    return matmul_bf16 if bfloat16 else matmul
+
+
 def _words(t: Tensor):
     return ffi.cast("uint32_t *", t.data_ptr())
 
@@ -69,14 +78,10 @@ def matmul_bf16(a: Tensor, b: Tensor, bias: Tensor | None = None) -> Tensor:
     """a [M, K] @ b [K, N] (+ bias [N]) with a and b rounded to bfloat16 and summed in float32 as
     AVX512_BF16's dot product sums them (csrc/gc_bf16.h): the same bits on its instruction and on
     the AVX2 and AVX-512 float32 paths.  Float32 CPU matrices, any strides; x86-64 only."""
-    (rows, inner), (inner_b, cols) = a.shape, b.shape
+    (rows, inner), cols = a.shape, b.shape[1]
     if not bf16_runs_here():
         raise ValueError("matmul_bf16 needs x86-64 with AVX2 and FMA (or AVX512_BF16)")
-    if inner != inner_b or not fixed_order(a, b, *([] if bias is None else [bias])):
-        raise ValueError(f"matmul_bf16 takes float32 CPU matrices that chain: {a.dtype} {tuple(a.shape)} @ "
-                         f"{b.dtype} {tuple(b.shape)}")
-    bias = None if bias is None else bias.contiguous()
-    out = torch.empty(rows, cols, dtype=torch.float32)
+    bias, out = _product_of("matmul_bf16", a, b, bias)
     if not (rows and cols):
         return out
     pairs = (inner + 1) // 2
@@ -134,15 +139,14 @@ class FixedOrderLinear(torch.autograd.Function):
         flat = x.reshape(-1, x.shape[-1])
         ctx.save_for_backward(flat, weight)
         ctx.input_shape, ctx.has_bias, ctx.bfloat16 = x.shape, bias is not None, bfloat16
-        product = matmul_bf16 if bfloat16 else matmul
-        return product(flat, weight.T, bias).view(*x.shape[:-1], weight.shape[0])
+        return product_in(bfloat16)(flat, weight.T, bias).view(*x.shape[:-1], weight.shape[0])
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None, None]:
         flat, weight = ctx.saved_tensors
         grad = grad.reshape(-1, weight.shape[0])
-        product = matmul_bf16 if ctx.bfloat16 else matmul
+        product = product_in(ctx.bfloat16)
         grad_x = product(grad, weight).view(ctx.input_shape) if ctx.needs_input_grad[0] else None
         grad_weight = product(grad.T, flat) if ctx.needs_input_grad[1] else None
         grad_bias = None

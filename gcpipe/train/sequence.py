@@ -11,8 +11,8 @@ C in a fixed order (train/matmul.py), and each layer's elementwise work, forward
 runs in C too (MinGRULayer: one pass over memory where torch's expressions, kept for other
 devices, make a dozen) with the play-time step's gates: the update's forward gives the rollout's
 logits and values to the bit, so PPO's first ratios are exactly 1 (in float32: not with
-`update_precision: bfloat16`).  PPO's update (policy_segments)
-computes the action logits of the rows that need them only: a waiting slot's need none.
+`update_precision: bfloat16`).  PPO's update (policy_segments) computes the action logits of the
+rows that need them only: a waiting slot's need none.
 """
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ class WaitingRowsDecoder(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, full: Tensor, waiting: Tensor,
                 bfloat16: bool = False):
-        product = products.matmul_bf16 if bfloat16 else products.matmul
+        product = products.product_in(bfloat16)
         x_full = x.index_select(0, full)
         logits = product(x_full, weight[:PASS_ACTION + 1].T, None if bias is None else bias[:PASS_ACTION + 1])
         tail = product(x, weight[PASS_ACTION:].T, None if bias is None else bias[PASS_ACTION:])
@@ -165,7 +165,7 @@ class WaitingRowsDecoder(torch.autograd.Function):
         grad_tail[:, 0].index_add_(0, full, grad_logits[:, PASS_ACTION])
         grad_logits = grad_logits[:, :PASS_ACTION]
         grad_full = torch.cat([grad_logits, grad_tail.index_select(0, full)], dim=1)   # [F, A + 1]
-        product = products.matmul_bf16 if ctx.bfloat16 else products.matmul
+        product = products.product_in(ctx.bfloat16)
         grad_x = torch.empty_like(x)
         grad_x.index_copy_(0, full, product(grad_full, weight))
         grad_x.index_copy_(0, waiting, product(grad_tail.index_select(0, waiting), weight[PASS_ACTION:]))
