@@ -111,6 +111,20 @@ INLINE_AVX2 void tile_avx2_one(const int rows, int cols, int k0, int k1, const f
     tile_avx2_rows(rows, 1, k0, k1, a, a_row, a_col, b, ldb, bias, c, ldc);
 }
 
+/* The last N mod 8 columns on the AVX2 path: tile_scalar's sums by the FMA instruction itself, not
+ * libm's fmaf (which need not be the instruction), so that MXCSR's DAZ and FTZ, which the bfloat16
+ * emulation sets, hold in every column. */
+AVX2 static void tile_avx2_narrow(int rows, int cols, int k0, int k1, const float *a, int64_t a_row, int64_t a_col,
+                                  const float *b, int64_t ldb, const float *bias, float *c, int64_t ldc) {
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) {
+            __m128 acc = _mm_set_ss(k0 ? c[r * ldc + j] : bias ? bias[j] : 0.0f);
+            for (int k = k0; k < k1; k++)
+                acc = _mm_fmadd_ss(_mm_set_ss(a[r * a_row + k * a_col]), _mm_set_ss(b[k * ldb + j]), acc);
+            c[r * ldc + j] = _mm_cvtss_f32(acc);
+        }
+}
+
 /* cols: 16, or 8 at the right edge. */
 AVX2 static void tile_avx2(int rows, int cols, int k0, int k1, const float *a, int64_t a_row, int64_t a_col,
                            const float *b, int64_t ldb, const float *bias, float *c, int64_t ldc) {
@@ -185,11 +199,11 @@ AVX512 static void tile_avx512(int rows, int cols, int k0, int k1, const float *
 
 void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64_t a_col, const float *b,
              int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end) {
-    tile_fn tile = tile_scalar;
+    tile_fn tile = tile_scalar, narrow = tile_scalar;   /* narrow: fewer than `unit` columns */
     int width = 16, unit = 1, mr = MR;  /* columns and rows of a whole tile; a narrower one takes a multiple of unit */
 #ifdef GEMM_X86
     if (simd == GC_NET_SIMD_AVX512) tile = tile_avx512, width = 32, mr = K > SHORT_K ? MR : MR_AVX512;
-    else if (simd == GC_NET_SIMD_AVX2) tile = tile_avx2, unit = 8;
+    else if (simd == GC_NET_SIMD_AVX2) tile = tile_avx2, narrow = tile_avx2_narrow, unit = 8;
 #else
     (void)simd;
 #endif
@@ -203,7 +217,7 @@ void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64
             for (int n0 = 0, cols; n0 < N; n0 += cols) {
                 cols = N - n0 < width ? (N - n0) / unit * unit : width;
                 tile_fn edge = tile;
-                if (!cols) cols = N - n0, edge = tile_scalar;     /* fewer than `unit` columns left */
+                if (!cols) cols = N - n0, edge = narrow;
                 edge(rows, cols, k0, k1, a + m0 * a_row, a_row, a_col, b + n0, ldb, bias ? bias + n0 : NULL,
                      c + m0 * ldc + n0, ldc);
             }

@@ -64,6 +64,18 @@ def test_a_product_over_no_inputs_is_its_bias(path):
     assert fixed.matmul(torch.empty(2, 0), torch.empty(0, 5)).tolist() == [[0.0] * 5] * 2
 
 
+@pytest.mark.parametrize("product", [fixed.matmul, fixed.matmul_bf16])
+@pytest.mark.parametrize("bias", [torch.zeros(3), torch.zeros(5), torch.zeros(1, 4)])
+def test_a_bias_of_another_length_than_the_columns_is_refused(product, bias):
+    # (The C products read one bias value per column: a short bias would be read past its end.)
+    if product is fixed.matmul_bf16 and not fixed.bf16_runs_here():
+        pytest.skip("bfloat16 products need x86-64 with AVX2 and FMA")
+    shape = "x".join(map(str, bias.shape)).replace("x", ", ")
+    with pytest.raises(ValueError, match=rf"a bias of one value per column\): torch.float32 \(2, 3\) @ "
+                                         rf"torch.float32 \(3, 4\) \+ torch.float32 \({shape},?\)$"):
+        product(torch.ones(2, 3), torch.ones(3, 4), bias)
+
+
 def test_every_code_path_gives_the_same_bits_at_every_shape(monkeypatch):
     generator = torch.Generator().manual_seed(3)
     # Rows around the 6- and 12-row tiles, columns around the 8/16/32-column vectors and the

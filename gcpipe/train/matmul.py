@@ -35,9 +35,12 @@ def fixed_order(*tensors: Tensor) -> bool:
 
 def _product_of(name: str, a: Tensor, b: Tensor, bias: Tensor | None) -> tuple[Tensor | None, Tensor]:
     """The checks and the output of a product `name` of a @ b (+ bias): (bias contiguous, out)."""
-    if a.shape[1] != b.shape[0] or not fixed_order(a, b, *([] if bias is None else [bias])):
-        raise ValueError(f"{name} takes float32 CPU matrices that chain: {a.dtype} {tuple(a.shape)} @ "
-                         f"{b.dtype} {tuple(b.shape)}")
+    # The C products read N bias values whatever the tensor holds: a short one would be read past.
+    fits = a.shape[1] == b.shape[0] and (bias is None or tuple(bias.shape) == (b.shape[1],))
+    if not fits or not fixed_order(a, b, *([] if bias is None else [bias])):
+        given = "" if bias is None else f" + {bias.dtype} {tuple(bias.shape)}"
+        raise ValueError(f"{name} takes float32 CPU matrices that chain (and a bias of one value per column): "
+                         f"{a.dtype} {tuple(a.shape)} @ {b.dtype} {tuple(b.shape)}{given}")
     return None if bias is None else bias.contiguous(), torch.empty(a.shape[0], b.shape[1], dtype=torch.float32)
 
 
