@@ -1,0 +1,50 @@
+"""The engine's cffi declarations are read from csrc/*.h (gcpipe/engine/_build.py), not restated."""
+from gcpipe._engine import ffi, lib
+from gcpipe.engine._build import cdef_of
+
+HEADER = """/* a header */
+#ifndef GC_X_H
+#define GC_X_H
+#include <stdint.h>
+#define GC_CELLS 64               /* integer: Python reads it */
+#define GC_MASK ((1ULL << GC_CELLS) - 1)
+#define GC_FILE_H 0x8080ULL       /* (a name ending in _H with a value is no guard) */
+#define GC_RATE 0.05f             // float: not for cffi
+#define GC_SCALE 1e3
+#define GC_TWICE(x) ((x) * 2)
+enum { GC_A = -1, GC_B,
+       GC_C = 7 /* seven */ };
+typedef struct {
+    uint8_t cells[GC_CELLS];  /* one
+                                 per cell */
+    double a, b;
+} gc_x;
+typedef struct gc_y gc_y;
+static const int8_t GC_TABLE[2][2] = {{1, 2}, {3, 4}};
+int gc_x_count(const gc_x *x,
+               int first);
+static inline int gc_twice(int v) {
+    if (v) { return 2 * v; }
+    return 0;
+}
+#endif
+"""
+
+
+def test_the_declarations_are_read_from_a_header_with_every_number_left_to_the_compiler():
+    assert cdef_of(HEADER) == (
+        "#define GC_CELLS ...\n"
+        "#define GC_MASK ...\n"
+        "#define GC_FILE_H ...\n"
+        "enum { GC_A, GC_B, GC_C, ... };\n"
+        "typedef struct { uint8_t cells[...]; double a, b; ...; } gc_x;\n"
+        "typedef struct gc_y gc_y;\n"
+        "int gc_x_count(const gc_x *x, int first);\n"
+        "int gc_twice(int v);\n")
+
+
+def test_the_engine_exposes_the_headers_values_and_layouts():
+    # Values and sizes from the compiler, as csrc/*.h state them.
+    assert (lib.GC_SQUARES_FILE_H, lib.GC_NET_SIMD_BEST, lib.GC_MCTS_BAD_CONFIG) == (0x8080808080808080, -1, -2)
+    assert ffi.sizeof("gc_state") == 32 and len(ffi.new("gc_env_log *").hist_n_bank) == lib.GC_LOG_BANKS == 8
+    assert lib.gc_neighbours(1) == 0b10000010           # a static inline function, wrapped: points 1 and 7
