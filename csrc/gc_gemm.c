@@ -34,14 +34,21 @@
 typedef void (*tile_fn)(int rows, int cols, int k0, int k1, const float *a, int64_t a_row, int64_t a_col,
                         const float *b, int64_t ldb, const float *bias, float *c, int64_t ldc);
 
-static void tile_scalar(int rows, int cols, int k0, int k1, const float *a, int64_t a_row, int64_t a_col,
-                        const float *b, int64_t ldb, const float *bias, float *c, int64_t ldc) {
+/* A tile one element at a time, each sum by `fma` (inlined: a constant wherever this is). */
+static inline __attribute__((always_inline)) void tile_by_elements(
+        float (*fma)(float, float, float), int rows, int cols, int k0, int k1, const float *a, int64_t a_row,
+        int64_t a_col, const float *b, int64_t ldb, const float *bias, float *c, int64_t ldc) {
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < cols; j++) {
             float acc = k0 ? c[r * ldc + j] : bias ? bias[j] : 0.0f;
-            for (int k = k0; k < k1; k++) acc = fmaf(a[r * a_row + k * a_col], b[k * ldb + j], acc);
+            for (int k = k0; k < k1; k++) acc = fma(a[r * a_row + k * a_col], b[k * ldb + j], acc);
             c[r * ldc + j] = acc;
         }
+}
+
+static void tile_scalar(int rows, int cols, int k0, int k1, const float *a, int64_t a_row, int64_t a_col,
+                        const float *b, int64_t ldb, const float *bias, float *c, int64_t ldc) {
+    tile_by_elements(fmaf, rows, cols, k0, k1, a, a_row, a_col, b, ldb, bias, c, ldc);
 }
 
 #ifdef GEMM_X86
@@ -111,18 +118,16 @@ INLINE_AVX2 void tile_avx2_one(const int rows, int cols, int k0, int k1, const f
     tile_avx2_rows(rows, 1, k0, k1, a, a_row, a_col, b, ldb, bias, c, ldc);
 }
 
+INLINE_AVX2 float fma_instruction(float x, float y, float z) {
+    return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(x), _mm_set_ss(y), _mm_set_ss(z)));
+}
+
 /* The last N mod 8 columns on the AVX2 path: tile_scalar's sums by the FMA instruction itself, not
  * libm's fmaf (which need not be the instruction), so that MXCSR's DAZ and FTZ, which the bfloat16
  * emulation sets, hold in every column. */
 AVX2 static void tile_avx2_narrow(int rows, int cols, int k0, int k1, const float *a, int64_t a_row, int64_t a_col,
                                   const float *b, int64_t ldb, const float *bias, float *c, int64_t ldc) {
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) {
-            __m128 acc = _mm_set_ss(k0 ? c[r * ldc + j] : bias ? bias[j] : 0.0f);
-            for (int k = k0; k < k1; k++)
-                acc = _mm_fmadd_ss(_mm_set_ss(a[r * a_row + k * a_col]), _mm_set_ss(b[k * ldb + j]), acc);
-            c[r * ldc + j] = _mm_cvtss_f32(acc);
-        }
+    tile_by_elements(fma_instruction, rows, cols, k0, k1, a, a_row, a_col, b, ldb, bias, c, ldc);
 }
 
 /* cols: 16, or 8 at the right edge. */

@@ -70,7 +70,7 @@ def test_a_bias_of_another_length_than_the_columns_is_refused(product, bias):
     # (The C products read one bias value per column: a short bias would be read past its end.)
     if product is fixed.matmul_bf16 and not fixed.bf16_runs_here():
         pytest.skip("bfloat16 products need x86-64 with AVX2 and FMA")
-    shape = "x".join(map(str, bias.shape)).replace("x", ", ")
+    shape = ", ".join(map(str, bias.shape))
     with pytest.raises(ValueError, match=rf"a bias of one value per column\): torch.float32 \(2, 3\) @ "
                                          rf"torch.float32 \(3, 4\) \+ torch.float32 \({shape},?\)$"):
         product(torch.ones(2, 3), torch.ones(3, 4), bias)
