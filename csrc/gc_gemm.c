@@ -1,5 +1,6 @@
 #include "gc_gemm.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef __FAST_MATH__
@@ -228,6 +229,242 @@ void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64
             }
         }
     }
+}
+
+/* ---- Products with a matrix of bytes (gc_gemm_bytes, gc_gemm_bytes_grad) ---- */
+
+#define BYTES_KB 256     /* k in blocks: a block's nonzero indices fit on the stack */
+#define BYTES_CHUNK 128  /* gc_gemm_bytes' columns per pass over a row's nonzero bytes */
+#define BYTES_RB 256     /* gc_gemm_bytes_grad's rows per block: their rows of D stay in L2 */
+
+/* The indices of the nonzero bytes of x[k0..k1), ascending, into used; returns their count. */
+static int nonzero_scalar(const uint8_t *x, int k0, int k1, int *used) {
+    int n = 0;
+    for (int k = k0; k < k1; k++) {
+        used[n] = k;
+        n += x[k] != 0;
+    }
+    return n;
+}
+
+/* One row of C over the nonzero bytes used[0..n) (a k block starting at k0): acc from the bias
+ * (or 0) in the first block, from c in a later one; fma(w, byte, acc) per index, in order. */
+static void bytes_row_scalar(int N, int n, const int *used, const uint8_t *x, const float *w, int64_t ldw,
+                             const float *bias, float *c, int k0) {
+    for (int j = 0; j < N; j++) {
+        float acc = k0 ? c[j] : bias ? bias[j] : 0.0f;
+        for (int u = 0; u < n; u++) acc = fmaf(w[used[u] * ldw + j], (float)x[used[u]], acc);
+        c[j] = acc;
+    }
+}
+
+typedef struct { int row; float value; } byte_entry;   /* a row of a block and its byte at one k */
+
+/* The gradient's sums for one input k over a block's bin of rows (ascending): o[first..end) =
+ * fma(d[row][j], byte, o[j]) row after row.  The sums of one k stay in registers over the bin,
+ * where a pass row by row would store and reload them for every row. */
+
+static void bytes_bin_scalar(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o, int first, int end) {
+    for (int j = first; j < end; j++) {
+        float acc = o[j];
+        for (int e = 0; e < n; e++) acc = fmaf(d[bin[e].row * ldd + j], bin[e].value, acc);
+        o[j] = acc;
+    }
+}
+
+#ifdef GEMM_X86
+INLINE_AVX2 int nonzero_avx2(const uint8_t *x, int k0, int k1, int *used) {
+    int n = 0, k = k0;
+    for (; k + 32 <= k1; k += 32) {
+        __m256i bytes = _mm256_loadu_si256((const __m256i *)(x + k));
+        unsigned set = ~(unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(bytes, _mm256_setzero_si256()));
+        for (; set; set &= set - 1) used[n++] = k + __builtin_ctz(set);
+    }
+    if (k < k1) {             /* the last bytes through a zero-padded copy: no branch per byte */
+        uint8_t tail[32] = {0};
+        memcpy(tail, x + k, (size_t)(k1 - k));
+        __m256i bytes = _mm256_loadu_si256((const __m256i *)tail);
+        unsigned set = ~(unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(bytes, _mm256_setzero_si256()));
+        for (set &= (1u << (k1 - k)) - 1; set; set &= set - 1) used[n++] = k + __builtin_ctz(set);
+    }
+    return n;
+}
+
+AVX2 static void bytes_row_avx2(int N, int n, const int *used, const uint8_t *x, const float *w, int64_t ldw,
+                                const float *bias, float *c, int k0) {
+    int j = 0;
+    for (; j + 64 <= N; j += 64) {                 /* 8 vectors of accumulators */
+        __m256 acc[8];
+        for (int v = 0; v < 8; v++)
+            acc[v] = k0     ? _mm256_loadu_ps(c + j + 8 * v)
+                   : bias ? _mm256_loadu_ps(bias + j + 8 * v) : _mm256_setzero_ps();
+        for (int u = 0; u < n; u++) {
+            const float *wk = w + used[u] * ldw + j;
+            __m256 value = _mm256_set1_ps((float)x[used[u]]);
+            for (int v = 0; v < 8; v++) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(wk + 8 * v), value, acc[v]);
+        }
+        for (int v = 0; v < 8; v++) _mm256_storeu_ps(c + j + 8 * v, acc[v]);
+    }
+    for (; j + 8 <= N; j += 8) {
+        __m256 acc = k0 ? _mm256_loadu_ps(c + j) : bias ? _mm256_loadu_ps(bias + j) : _mm256_setzero_ps();
+        for (int u = 0; u < n; u++)
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(w + used[u] * ldw + j), _mm256_set1_ps((float)x[used[u]]), acc);
+        _mm256_storeu_ps(c + j, acc);
+    }
+    for (; j < N; j++) {                           /* (the instruction: as gc_gemm's narrow tile) */
+        float acc = k0 ? c[j] : bias ? bias[j] : 0.0f;
+        for (int u = 0; u < n; u++) acc = fma_instruction(w[used[u] * ldw + j], (float)x[used[u]], acc);
+        c[j] = acc;
+    }
+}
+
+AVX2 static void bytes_bin_avx2(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o, int first,
+                                int end) {
+    int j = first;
+    for (; j + 32 <= end; j += 32) {
+        __m256 acc[4];
+        for (int v = 0; v < 4; v++) acc[v] = _mm256_loadu_ps(o + j + 8 * v);
+        for (int e = 0; e < n; e++) {
+            const float *row = d + bin[e].row * ldd + j;
+            __m256 value = _mm256_set1_ps(bin[e].value);
+            for (int v = 0; v < 4; v++) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(row + 8 * v), value, acc[v]);
+        }
+        for (int v = 0; v < 4; v++) _mm256_storeu_ps(o + j + 8 * v, acc[v]);
+    }
+    for (; j + 8 <= end; j += 8) {
+        __m256 acc = _mm256_loadu_ps(o + j);
+        for (int e = 0; e < n; e++)
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(d + bin[e].row * ldd + j), _mm256_set1_ps(bin[e].value), acc);
+        _mm256_storeu_ps(o + j, acc);
+    }
+    for (; j < end; j++) {
+        float acc = o[j];
+        for (int e = 0; e < n; e++) acc = fma_instruction(d[bin[e].row * ldd + j], bin[e].value, acc);
+        o[j] = acc;
+    }
+}
+
+AVX512 static void bytes_row_avx512(int N, int n, const int *used, const uint8_t *x, const float *w, int64_t ldw,
+                                    const float *bias, float *c, int k0) {
+    for (int j = 0; j < N; j += BYTES_CHUNK) {     /* 8 vectors of accumulators, masked at the right edge */
+        __mmask16 m[8];
+        __m512 acc[8];
+        for (int v = 0; v < 8; v++) {
+            int lanes = N - j - 16 * v;
+            m[v] = mask16(lanes < 0 ? 0 : lanes);
+            acc[v] = k0 ? _mm512_maskz_loadu_ps(m[v], c + j + 16 * v)
+                        : bias ? _mm512_maskz_loadu_ps(m[v], bias + j + 16 * v) : _mm512_setzero_ps();
+        }
+        for (int u = 0; u < n; u++) {
+            const float *wk = w + used[u] * ldw + j;
+            __m512 value = _mm512_set1_ps((float)x[used[u]]);
+            for (int v = 0; v < 8; v++)
+                acc[v] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[v], wk + 16 * v), value, acc[v]);
+        }
+        for (int v = 0; v < 8; v++) _mm512_mask_storeu_ps(c + j + 16 * v, m[v], acc[v]);
+    }
+}
+
+AVX512 static void bytes_bin_avx512(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o,
+                                    int first, int end) {
+    for (int j = first; j < end; j += 64) {       /* 4 vectors of sums, masked at the right edge */
+        __mmask16 m[4];
+        __m512 acc[4];
+        for (int v = 0; v < 4; v++) {
+            int lanes = end - j - 16 * v;
+            m[v] = mask16(lanes < 0 ? 0 : lanes);
+            acc[v] = _mm512_maskz_loadu_ps(m[v], o + j + 16 * v);
+        }
+        for (int e = 0; e < n; e++) {
+            const float *row = d + bin[e].row * ldd + j;
+            __m512 value = _mm512_set1_ps(bin[e].value);
+            for (int v = 0; v < 4; v++)
+                acc[v] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[v], row + 16 * v), value, acc[v]);
+        }
+        for (int v = 0; v < 4; v++) _mm512_mask_storeu_ps(o + j + 16 * v, m[v], acc[v]);
+    }
+}
+
+AVX2 static int nonzero_x86(const uint8_t *x, int k0, int k1, int *used) { return nonzero_avx2(x, k0, k1, used); }
+#endif
+
+typedef int (*nonzero_fn)(const uint8_t *x, int k0, int k1, int *used);
+typedef void (*bytes_row_fn)(int N, int n, const int *used, const uint8_t *x, const float *w, int64_t ldw,
+                             const float *bias, float *c, int k0);
+typedef void (*bytes_bin_fn)(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o, int first,
+                             int end);
+
+void gc_gemm_bytes(int simd, int M, int N, int K, const uint8_t *x, int64_t x_row, const float *w, int64_t ldw,
+                   const float *bias, float *c, int64_t ldc, int first, int end) {
+    nonzero_fn nonzero = nonzero_scalar;
+    bytes_row_fn row = bytes_row_scalar;
+#ifdef GEMM_X86
+    if (simd == GC_NET_SIMD_AVX512) nonzero = nonzero_x86, row = bytes_row_avx512;
+    else if (simd == GC_NET_SIMD_AVX2) nonzero = nonzero_x86, row = bytes_row_avx2;
+#else
+    (void)simd;
+#endif
+    if (first < 0) first = 0;
+    if (end > M) end = M;
+    int used[BYTES_KB];
+    for (int m = first; m < end; m++)
+        for (int k0 = 0; k0 < K || k0 == 0; k0 += BYTES_KB) {  /* (K = 0: the start values) */
+            int k1 = K - k0 < BYTES_KB ? K : k0 + BYTES_KB;
+            int n = nonzero(x + m * x_row, k0, k1, used);
+            row(N, n, used, x + m * x_row, w, ldw, bias, c + m * ldc, k0);
+        }
+}
+
+int gc_gemm_bytes_grad(int simd, int M, int N, int K, const uint8_t *x, int64_t x_row, const float *d, int64_t ldd,
+                       float *out, int64_t ldo, int first, int end) {
+    nonzero_fn nonzero = nonzero_scalar;
+    bytes_bin_fn sum_bin = bytes_bin_scalar;
+#ifdef GEMM_X86
+    if (simd == GC_NET_SIMD_AVX512) nonzero = nonzero_x86, sum_bin = bytes_bin_avx512;
+    else if (simd == GC_NET_SIMD_AVX2) nonzero = nonzero_x86, sum_bin = bytes_bin_avx2;
+#else
+    (void)simd;
+#endif
+    if (first < 0) first = 0;
+    if (end > K) end = K;
+    if (end <= first) return 0;
+    for (int k = first; k < end; k++) memset(out + k * ldo, 0, sizeof(float) * N);
+    /* Rows in blocks, each block's nonzero bytes binned by k (rows ascending in a bin): a bin's
+     * sums stay in registers, where a pass row by row would store and reload them for every row,
+     * and the blocks run in order, so every element is summed over the rows in order. */
+    int kb = end - first < BYTES_KB ? end - first : BYTES_KB;
+    int *count = malloc(sizeof(int) * (kb + 1));
+    byte_entry *entries = malloc(sizeof(byte_entry) * BYTES_RB * kb);
+    int *used = malloc(sizeof(int) * BYTES_RB * kb), *used_n = malloc(sizeof(int) * BYTES_RB);
+    if (!count || !entries || !used || !used_n) {
+        free(count), free(entries), free(used), free(used_n);
+        return -1;
+    }
+    for (int r0 = 0; r0 < M; r0 += BYTES_RB) {
+        int rows = M - r0 < BYTES_RB ? M - r0 : BYTES_RB;
+        for (int k0 = first; k0 < end; k0 += kb) {
+            int k1 = end - k0 < kb ? end : k0 + kb;
+            memset(count, 0, sizeof(int) * (kb + 1));
+            for (int r = 0; r < rows; r++) {
+                used_n[r] = nonzero(x + (r0 + r) * x_row, k0, k1, used + r * kb);
+                for (int u = 0; u < used_n[r]; u++) count[used[r * kb + u] - k0 + 1]++;
+            }
+            for (int k = 0; k < k1 - k0; k++) count[k + 1] += count[k];      /* bin k starts at count[k - k0] */
+            for (int r = 0; r < rows; r++) {
+                const uint8_t *xr = x + (r0 + r) * x_row;
+                for (int u = 0; u < used_n[r]; u++) {
+                    int k = used[r * kb + u];
+                    entries[count[k - k0]++] = (byte_entry){r, (float)xr[k]};
+                }
+            }
+            /* (count[k - k0] now ends bin k, and bin k starts where bin k - 1 ends) */
+            for (int k = k0, start = 0; k < k1; start = count[k - k0], k++)
+                if (count[k - k0] > start)
+                    sum_bin(count[k - k0] - start, entries + start, d + r0 * ldd, ldd, out + k * ldo, 0, N);
+        }
+    }
+    free(count), free(entries), free(used), free(used_n);
+    return 0;
 }
 
 static void transpose(int rows, int cols, const float *in, float *out) {

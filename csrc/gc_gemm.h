@@ -18,6 +18,22 @@
 void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64_t a_col, const float *b,
              int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end);
 
+/* Products with a matrix of bytes X (M x K, x[m * x_row + k]: observations), the same sums as
+ * gc_gemm's with X cast to float, over each row's nonzero bytes only: a zero byte's term w * 0
+ * changes no sum but the sign of a zero start (a bias of -0 stays -0, as in the play-time step's
+ * encoder, gc_net.c, which skips the same bytes) and, for an infinite or NaN factor, the NaN that
+ * 0 * inf would make.  About a fifth of an observation's bytes are nonzero.
+ *
+ * gc_gemm_bytes: rows m in [first, end) of C = X W (+ bias in every row), W (K x N) row-major with
+ * leading dimension ldw, C with ldc.  gc_gemm_bytes_grad: rows k in [first, end) of G = X^T D
+ * (K x N, out[k * ldo + n]) for D (M x N, d[m * ldd + n]), each element summed from 0 over m
+ * ascending (the transpose of the weights' gradient D^T X of a layer whose input is X); out must
+ * not overlap d.  Returns 0, or -1 where its scratch could not be allocated. */
+void gc_gemm_bytes(int simd, int M, int N, int K, const uint8_t *x, int64_t x_row, const float *w, int64_t ldw,
+                   const float *bias, float *c, int64_t ldc, int first, int end);
+int gc_gemm_bytes_grad(int simd, int M, int N, int K, const uint8_t *x, int64_t x_row, const float *d, int64_t ldd,
+                       float *out, int64_t ldo, int first, int end);
+
 /* Muon's Newton–Schulz orthogonalisation (gcpipe/train/muon.py) of one rows x cols matrix g, on
  * one thread, every product by gc_gemm: X = g / (|g| + eps) in its wide form (transposed when
  * rows > cols), then per iteration i with (a, b, c) = coefficients[3i..3i+2]

@@ -174,3 +174,45 @@ def test_the_c_newton_schulz_mirrors_the_gram_to_the_bits_of_the_whole_product(p
     for rows, cols in [(128, 384), (257, 128), (13, 40), (25, 24), (1, 5)]:
         matrix = torch.randn(rows, cols, generator=generator)
         assert torch.equal(orthogonalise([matrix])[0], _newton_schulz_in_fixed_order(matrix))
+
+
+def byte_rows(rows: int, inner: int, generator: torch.Generator) -> torch.Tensor:
+    """Observation-like bytes: about a fifth nonzero, values 1-63."""
+    values = torch.randint(1, 64, (rows, inner), generator=generator, dtype=torch.uint8)
+    return values * (torch.rand(rows, inner, generator=generator) < 0.2)
+
+
+def test_a_byte_input_layer_gives_the_float_products_bits_on_every_path_and_thread_count(monkeypatch):
+    """ByteInputLinear sums over the nonzero bytes only (gc_gemm_bytes, gc_gemm_bytes_grad): its
+    output and weight and bias gradients are FixedOrderLinear's over the bytes cast to float32.
+    Shapes around the vectors' edges, more inputs than a k block (256) and more rows than a block of
+    the gradient's bins (256); two threads split the output's rows and the gradient's inputs."""
+    generator = torch.Generator().manual_seed(11)
+    for rows, inner, cols in [(1, 1, 1), (5, 7, 9), (37, 120, 128), (300, 300, 50), (600, 33, 17)]:
+        x = byte_rows(rows, inner, generator)
+        weight, bias = torch.randn(cols, inner, generator=generator), torch.randn(cols, generator=generator)
+        grad = torch.randn(rows, cols, generator=generator)
+
+        def forward_backward(layer, inputs):
+            w, b = weight.clone().requires_grad_(), bias.clone().requires_grad_()
+            out = layer(inputs, w, b)
+            out.backward(grad)
+            return out.detach(), w.grad, b.grad
+
+        expected = forward_backward(lambda i, w, b: fixed.FixedOrderLinear.apply(i, w, b, False), x.float())
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results = on_every_path(monkeypatch, lambda: forward_backward(fixed.ByteInputLinear.apply, x))
+            for name, got in results.items():
+                assert all(torch.equal(g, e) for g, e in zip(got, expected)), (rows, inner, cols, name, threads)
+
+
+def test_a_byte_input_layer_skips_zero_bytes_so_a_zero_bias_keeps_its_sign():
+    # The one documented difference from the float products: w * 0 is never added, so a -0 bias
+    # stays -0 on a row of zero bytes (as in the play-time step's encoder), where +0 is added to it
+    # in the float products (-0 + +0 = +0).
+    weight, bias = torch.ones(2, 3), torch.tensor([-0.0, 1.0])
+    x = torch.tensor([[0, 0, 0], [0, 2, 0]], dtype=torch.uint8)
+    out = fixed.ByteInputLinear.apply(x, weight, bias)
+    assert out.tolist() == [[0.0, 1.0], [2.0, 3.0]] and torch.signbit(out[0, 0])
+    assert not torch.signbit(fixed.FixedOrderLinear.apply(x.float(), weight, bias, False)[0, 0])

@@ -182,7 +182,7 @@ def _hidden(policy: MinGRUPolicy, obs: Tensor, state: Tensor, starts: Tensor, bf
     """The last MinGRU layer's outputs [T, B, H] over the segments (forward_segments' arguments;
     `bfloat16`: the layers' products with bfloat16 operands, FixedOrderLinear)."""
     keep = (~starts.T).unsqueeze(-1).to(torch.float32)            # [T, B, 1]: 0 where the state resets
-    x = linear(policy.encoder, obs.transpose(0, 1).to(torch.float32), bfloat16)      # [T, B, H], time-major
+    x = linear(policy.encoder, obs.transpose(0, 1), bfloat16)      # [T, B, H], time-major
     for layer, gru in enumerate(policy.grus):
         x = mingru_layer(linear(gru, x, bfloat16), x, keep, state[layer])
     return x
