@@ -388,43 +388,41 @@ AVX512 static void bytes_bin_avx512(int n, const byte_entry *bin, const float *d
 AVX2 static int nonzero_x86(const uint8_t *x, int k0, int k1, int *used) { return nonzero_avx2(x, k0, k1, used); }
 #endif
 
-typedef int (*nonzero_fn)(const uint8_t *x, int k0, int k1, int *used);
-typedef void (*bytes_row_fn)(int N, int n, const int *used, const uint8_t *x, const float *w, int64_t ldw,
-                             const float *bias, float *c, int k0);
-typedef void (*bytes_bin_fn)(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o, int first,
-                             int end);
+/* A code path's kernels for the byte products. */
+typedef struct {
+    int (*nonzero)(const uint8_t *x, int k0, int k1, int *used);
+    void (*row)(int N, int n, const int *used, const uint8_t *x, const float *w, int64_t ldw, const float *bias,
+                float *c, int k0);
+    void (*bin)(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o, int first, int end);
+} byte_kernels;
 
-void gc_gemm_bytes(int simd, int M, int N, int K, const uint8_t *x, int64_t x_row, const float *w, int64_t ldw,
-                   const float *bias, float *c, int64_t ldc, int first, int end) {
-    nonzero_fn nonzero = nonzero_scalar;
-    bytes_row_fn row = bytes_row_scalar;
+static byte_kernels byte_kernels_for(int simd) {
 #ifdef GEMM_X86
-    if (simd == GC_NET_SIMD_AVX512) nonzero = nonzero_x86, row = bytes_row_avx512;
-    else if (simd == GC_NET_SIMD_AVX2) nonzero = nonzero_x86, row = bytes_row_avx2;
+    if (simd == GC_NET_SIMD_AVX512) return (byte_kernels){nonzero_x86, bytes_row_avx512, bytes_bin_avx512};
+    if (simd == GC_NET_SIMD_AVX2) return (byte_kernels){nonzero_x86, bytes_row_avx2, bytes_bin_avx2};
 #else
     (void)simd;
 #endif
+    return (byte_kernels){nonzero_scalar, bytes_row_scalar, bytes_bin_scalar};
+}
+
+void gc_gemm_bytes(int simd, int M, int N, int K, const uint8_t *x, int64_t x_row, const float *w, int64_t ldw,
+                   const float *bias, float *c, int64_t ldc, int first, int end) {
+    byte_kernels kernels = byte_kernels_for(simd);
     if (first < 0) first = 0;
     if (end > M) end = M;
     int used[BYTES_KB];
     for (int m = first; m < end; m++)
         for (int k0 = 0; k0 < K || k0 == 0; k0 += BYTES_KB) {  /* (K = 0: the start values) */
             int k1 = K - k0 < BYTES_KB ? K : k0 + BYTES_KB;
-            int n = nonzero(x + m * x_row, k0, k1, used);
-            row(N, n, used, x + m * x_row, w, ldw, bias, c + m * ldc, k0);
+            int n = kernels.nonzero(x + m * x_row, k0, k1, used);
+            kernels.row(N, n, used, x + m * x_row, w, ldw, bias, c + m * ldc, k0);
         }
 }
 
 int gc_gemm_bytes_grad(int simd, int M, int N, int K, const uint8_t *x, int64_t x_row, const float *d, int64_t ldd,
                        float *out, int64_t ldo, int first, int end) {
-    nonzero_fn nonzero = nonzero_scalar;
-    bytes_bin_fn sum_bin = bytes_bin_scalar;
-#ifdef GEMM_X86
-    if (simd == GC_NET_SIMD_AVX512) nonzero = nonzero_x86, sum_bin = bytes_bin_avx512;
-    else if (simd == GC_NET_SIMD_AVX2) nonzero = nonzero_x86, sum_bin = bytes_bin_avx2;
-#else
-    (void)simd;
-#endif
+    byte_kernels kernels = byte_kernels_for(simd);
     if (first < 0) first = 0;
     if (end > K) end = K;
     if (end <= first) return 0;
@@ -446,7 +444,7 @@ int gc_gemm_bytes_grad(int simd, int M, int N, int K, const uint8_t *x, int64_t 
             int k1 = end - k0 < kb ? end : k0 + kb;
             memset(count, 0, sizeof(int) * (kb + 1));
             for (int r = 0; r < rows; r++) {
-                used_n[r] = nonzero(x + (r0 + r) * x_row, k0, k1, used + r * kb);
+                used_n[r] = kernels.nonzero(x + (r0 + r) * x_row, k0, k1, used + r * kb);
                 for (int u = 0; u < used_n[r]; u++) count[used[r * kb + u] - k0 + 1]++;
             }
             for (int k = 0; k < k1 - k0; k++) count[k + 1] += count[k];      /* bin k starts at count[k - k0] */
@@ -460,7 +458,7 @@ int gc_gemm_bytes_grad(int simd, int M, int N, int K, const uint8_t *x, int64_t 
             /* (count[k - k0] now ends bin k, and bin k starts where bin k - 1 ends) */
             for (int k = k0, start = 0; k < k1; start = count[k - k0], k++)
                 if (count[k - k0] > start)
-                    sum_bin(count[k - k0] - start, entries + start, d + r0 * ldd, ldd, out + k * ldo, 0, N);
+                    kernels.bin(count[k - k0] - start, entries + start, d + r0 * ldd, ldd, out + k * ldo, 0, N);
         }
     }
     free(count), free(entries), free(used), free(used_n);
