@@ -260,12 +260,11 @@ static void bytes_row_scalar(int N, int n, const int *used, const uint8_t *x, co
 
 typedef struct { int row; float value; } byte_entry;   /* a row of a block and its byte at one k */
 
-/* The gradient's sums for one input k over a block's bin of rows (ascending): o[first..end) =
+/* The gradient's sums for one input k over a block's bin of rows (ascending): o[0..N) =
  * fma(d[row][j], byte, o[j]) row after row.  The sums of one k stay in registers over the bin,
  * where a pass row by row would store and reload them for every row. */
-
-static void bytes_bin_scalar(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o, int first, int end) {
-    for (int j = first; j < end; j++) {
+static void bytes_bin_scalar(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o, int N) {
+    for (int j = 0; j < N; j++) {
         float acc = o[j];
         for (int e = 0; e < n; e++) acc = fmaf(d[bin[e].row * ldd + j], bin[e].value, acc);
         o[j] = acc;
@@ -273,7 +272,7 @@ static void bytes_bin_scalar(int n, const byte_entry *bin, const float *d, int64
 }
 
 #ifdef GEMM_X86
-INLINE_AVX2 int nonzero_avx2(const uint8_t *x, int k0, int k1, int *used) {
+AVX2 static int nonzero_avx2(const uint8_t *x, int k0, int k1, int *used) {
     int n = 0, k = k0;
     for (; k + 32 <= k1; k += 32) {
         __m256i bytes = _mm256_loadu_si256((const __m256i *)(x + k));
@@ -318,10 +317,9 @@ AVX2 static void bytes_row_avx2(int N, int n, const int *used, const uint8_t *x,
     }
 }
 
-AVX2 static void bytes_bin_avx2(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o, int first,
-                                int end) {
-    int j = first;
-    for (; j + 32 <= end; j += 32) {
+AVX2 static void bytes_bin_avx2(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o, int N) {
+    int j = 0;
+    for (; j + 32 <= N; j += 32) {
         __m256 acc[4];
         for (int v = 0; v < 4; v++) acc[v] = _mm256_loadu_ps(o + j + 8 * v);
         for (int e = 0; e < n; e++) {
@@ -331,13 +329,13 @@ AVX2 static void bytes_bin_avx2(int n, const byte_entry *bin, const float *d, in
         }
         for (int v = 0; v < 4; v++) _mm256_storeu_ps(o + j + 8 * v, acc[v]);
     }
-    for (; j + 8 <= end; j += 8) {
+    for (; j + 8 <= N; j += 8) {
         __m256 acc = _mm256_loadu_ps(o + j);
         for (int e = 0; e < n; e++)
             acc = _mm256_fmadd_ps(_mm256_loadu_ps(d + bin[e].row * ldd + j), _mm256_set1_ps(bin[e].value), acc);
         _mm256_storeu_ps(o + j, acc);
     }
-    for (; j < end; j++) {
+    for (; j < N; j++) {
         float acc = o[j];
         for (int e = 0; e < n; e++) acc = fma_instruction(d[bin[e].row * ldd + j], bin[e].value, acc);
         o[j] = acc;
@@ -365,13 +363,12 @@ AVX512 static void bytes_row_avx512(int N, int n, const int *used, const uint8_t
     }
 }
 
-AVX512 static void bytes_bin_avx512(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o,
-                                    int first, int end) {
-    for (int j = first; j < end; j += 64) {       /* 4 vectors of sums, masked at the right edge */
+AVX512 static void bytes_bin_avx512(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o, int N) {
+    for (int j = 0; j < N; j += 64) {             /* 4 vectors of sums, masked at the right edge */
         __mmask16 m[4];
         __m512 acc[4];
         for (int v = 0; v < 4; v++) {
-            int lanes = end - j - 16 * v;
+            int lanes = N - j - 16 * v;
             m[v] = mask16(lanes < 0 ? 0 : lanes);
             acc[v] = _mm512_maskz_loadu_ps(m[v], o + j + 16 * v);
         }
@@ -385,7 +382,6 @@ AVX512 static void bytes_bin_avx512(int n, const byte_entry *bin, const float *d
     }
 }
 
-AVX2 static int nonzero_x86(const uint8_t *x, int k0, int k1, int *used) { return nonzero_avx2(x, k0, k1, used); }
 #endif
 
 /* A code path's kernels for the byte products. */
@@ -393,13 +389,13 @@ typedef struct {
     int (*nonzero)(const uint8_t *x, int k0, int k1, int *used);
     void (*row)(int N, int n, const int *used, const uint8_t *x, const float *w, int64_t ldw, const float *bias,
                 float *c, int k0);
-    void (*bin)(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o, int first, int end);
+    void (*bin)(int n, const byte_entry *bin, const float *d, int64_t ldd, float *o, int N);
 } byte_kernels;
 
 static byte_kernels byte_kernels_for(int simd) {
 #ifdef GEMM_X86
-    if (simd == GC_NET_SIMD_AVX512) return (byte_kernels){nonzero_x86, bytes_row_avx512, bytes_bin_avx512};
-    if (simd == GC_NET_SIMD_AVX2) return (byte_kernels){nonzero_x86, bytes_row_avx2, bytes_bin_avx2};
+    if (simd == GC_NET_SIMD_AVX512) return (byte_kernels){nonzero_avx2, bytes_row_avx512, bytes_bin_avx512};
+    if (simd == GC_NET_SIMD_AVX2) return (byte_kernels){nonzero_avx2, bytes_row_avx2, bytes_bin_avx2};
 #else
     (void)simd;
 #endif
@@ -458,7 +454,7 @@ int gc_gemm_bytes_grad(int simd, int M, int N, int K, const uint8_t *x, int64_t 
             /* (count[k - k0] now ends bin k, and bin k starts where bin k - 1 ends) */
             for (int k = k0, start = 0; k < k1; start = count[k - k0], k++)
                 if (count[k - k0] > start)
-                    kernels.bin(count[k - k0] - start, entries + start, d + r0 * ldd, ldd, out + k * ldo, 0, N);
+                    kernels.bin(count[k - k0] - start, entries + start, d + r0 * ldd, ldd, out + k * ldo, N);
         }
     }
     free(count), free(entries), free(used), free(used_n);

@@ -216,3 +216,13 @@ def test_a_byte_input_layer_skips_zero_bytes_so_a_zero_bias_keeps_its_sign():
     out = fixed.ByteInputLinear.apply(x, weight, bias)
     assert out.tolist() == [[0.0, 1.0], [2.0, 3.0]] and torch.signbit(out[0, 0])
     assert not torch.signbit(fixed.FixedOrderLinear.apply(x.float(), weight, bias, False)[0, 0])
+
+
+def test_a_byte_input_layer_refuses_shapes_that_do_not_chain():
+    # The C products would read K inputs and N bias values whatever the tensors hold.
+    x = torch.zeros(3, 5, dtype=torch.uint8)
+    with pytest.raises(ValueError, match=r"^ByteInputLinear takes bytes \[\.\.\., K\] and a weight \[N, K\]: "
+                                         r"\(3, 5\) and \(4, 6\)$"):
+        fixed.ByteInputLinear.apply(x, torch.zeros(4, 6), None)
+    with pytest.raises(ValueError, match=r"\(3, 5\) and \(4, 5\) \+ bias \(3,\)$"):
+        fixed.ByteInputLinear.apply(x, torch.zeros(4, 5), torch.zeros(3))

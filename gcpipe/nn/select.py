@@ -20,6 +20,11 @@ def floats(t: Tensor):
     return ffi.cast("float *", t.data_ptr())
 
 
+def uint8s(t: Tensor):
+    """A uint8_t * to the tensor's data (bytes or bools) for the C kernels."""
+    return ffi.cast("uint8_t *", t.data_ptr())
+
+
 def _empty(shape) -> Tensor:
     return torch.empty(shape, dtype=torch.float32, device="cpu")
 
@@ -82,7 +87,7 @@ def _mask_logits(logits: Tensor, mask: Tensor) -> Tensor:
     n1, n2, stride1, stride2 = ((logits.shape[0], 1, logits.stride(0), 0) if logits.dim() == 2 else
                                 (logits.shape[0], logits.shape[1], logits.stride(0), logits.stride(1)))
     lib.gc_mask_logits(n1, n2, logits.shape[-1], floats(logits), stride1, stride2,
-                       ffi.cast("uint8_t *", mask.data_ptr()), ILLEGAL_LOGIT, floats(out))
+                       uint8s(mask), ILLEGAL_LOGIT, floats(out))
     return out
 
 
@@ -98,7 +103,7 @@ class _MaskLogits(torch.autograd.Function):
         (mask,) = ctx.saved_tensors
         grad = grad.contiguous()
         out = _empty(grad.shape)
-        lib.gc_mask_grad(grad.numel(), ffi.cast("uint8_t *", mask.data_ptr()), floats(grad), floats(out))
+        lib.gc_mask_grad(grad.numel(), uint8s(mask), floats(grad), floats(out))
         return out, None
 
 

@@ -22,7 +22,7 @@ from torch.autograd.function import once_differentiable
 
 from gcpipe._engine import ffi, lib
 from gcpipe.nn.inference import simd_code
-from gcpipe.nn.select import floats
+from gcpipe.nn.select import floats, uint8s
 from gcpipe.train.row_threads import run_rows
 
 # The code path (every path gives the same bits): the widest this CPU has, or GCPIPE_SIMD's.
@@ -153,9 +153,7 @@ class FixedOrderLinear(torch.autograd.Function):
         product = product_in(ctx.bfloat16)
         grad_x = product(grad, weight).view(ctx.input_shape) if ctx.needs_input_grad[0] else None
         grad_weight = product(grad.T, flat) if ctx.needs_input_grad[1] else None
-        grad_bias = None
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_bias = matmul(torch.ones(1, grad.shape[0], dtype=torch.float32), grad).view(-1)
+        grad_bias = bias_gradient(grad) if ctx.has_bias and ctx.needs_input_grad[2] else None
         return grad_x, grad_weight, grad_bias, None
 
 
@@ -171,15 +169,20 @@ class ByteInputLinear(torch.autograd.Function):
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         flat = x.reshape(-1, x.shape[-1]).contiguous()
         (rows, inner), cols = flat.shape, weight.shape[0]
+        # (The C products read K inputs per row and N bias values, whatever the tensors hold.)
+        if weight.shape[1] != inner or (bias is not None and tuple(bias.shape) != (cols,)):
+            given = "" if bias is None else f" + bias {tuple(bias.shape)}"
+            raise ValueError(f"ByteInputLinear takes bytes [..., K] and a weight [N, K]: {tuple(x.shape)} and "
+                             f"{tuple(weight.shape)}{given}")
         w = weight.T.contiguous()                                   # [K, N]
         out = torch.empty(rows, cols, dtype=torch.float32)
         bias = None if bias is None else bias.contiguous()
         if rows and cols:
-            pointers = (_bytes(flat), inner, floats(w), cols, floats(bias) if bias is not None else ffi.NULL,
+            pointers = (uint8s(flat), inner, floats(w), cols, floats(bias) if bias is not None else ffi.NULL,
                         floats(out), cols)
             run_rows(lambda first, end: lib.gc_gemm_bytes(SIMD_PATH, rows, cols, inner, *pointers, first, end), rows)
         ctx.save_for_backward(flat)
-        ctx.input_shape, ctx.has_bias = x.shape, bias is not None
+        ctx.has_bias = bias is not None
         return out.view(*x.shape[:-1], cols)
 
     @staticmethod
@@ -188,24 +191,25 @@ class ByteInputLinear(torch.autograd.Function):
         (flat,) = ctx.saved_tensors
         (rows, inner), cols = flat.shape, grad.shape[-1]
         grad = grad.reshape(rows, cols).contiguous()
-        grad_weight = grad_bias = None
+        grad_weight = None
         if ctx.needs_input_grad[1]:
             transposed = torch.empty(inner, cols, dtype=torch.float32)     # x^T grad, summed over the rows in order
 
             def inputs(first: int, end: int) -> None:
-                if lib.gc_gemm_bytes_grad(SIMD_PATH, rows, cols, inner, _bytes(flat), inner, floats(grad), cols,
+                if lib.gc_gemm_bytes_grad(SIMD_PATH, rows, cols, inner, uint8s(flat), inner, floats(grad), cols,
                                           floats(transposed), cols, first, end):
                     raise MemoryError("gc_gemm_bytes_grad: no memory for its scratch")
 
             run_rows(inputs, inner)
             grad_weight = transposed.T.contiguous()
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_bias = matmul(torch.ones(1, rows, dtype=torch.float32), grad).view(-1)
+        grad_bias = bias_gradient(grad) if ctx.has_bias and ctx.needs_input_grad[2] else None
         return None, grad_weight, grad_bias
 
 
-def _bytes(t: Tensor):
-    return ffi.cast("uint8_t *", t.data_ptr())
+def bias_gradient(grad: Tensor) -> Tensor:
+    """The bias's gradient of a layer's output gradient grad [rows, N]: its rows summed in order
+    (ones @ grad by `matmul`)."""
+    return matmul(torch.ones(1, grad.shape[0], dtype=torch.float32), grad).view(-1)
 
 
 def linear(layer: torch.nn.Linear, x: Tensor, bfloat16: bool = False) -> Tensor:

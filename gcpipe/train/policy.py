@@ -13,7 +13,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from gcpipe._engine import ffi, lib
-from gcpipe.nn.select import floats, mask_logits
+from gcpipe.nn.select import floats, mask_logits, uint8s
 from gcpipe.train.row_threads import run_rows
 
 
@@ -33,7 +33,7 @@ def _layout(logits: Tensor) -> tuple[int, int, int, int]:
 
 
 def _pointers(logits: Tensor, masks: Tensor, actions: Tensor | None = None) -> list:
-    pointers = [floats(logits), *_layout(logits)[2:], ffi.cast("uint8_t *", masks.data_ptr())]
+    pointers = [floats(logits), *_layout(logits)[2:], uint8s(masks)]
     return pointers if actions is None else pointers + [ffi.cast("int64_t *", actions.data_ptr())]
 
 

@@ -172,9 +172,7 @@ class WaitingRowsDecoder(torch.autograd.Function):
         grad_weight = torch.cat([product(grad_logits.T, x_full), product(grad_tail.T, x)])
         grad_bias = None
         if ctx.has_bias and ctx.needs_input_grad[2]:
-            ones = torch.ones(1, x.shape[0], dtype=torch.float32)
-            grad_bias = torch.cat([products.matmul(ones[:, :full.numel()], grad_logits),
-                                   products.matmul(ones, grad_tail)], dim=1).view(-1)
+            grad_bias = torch.cat([products.bias_gradient(grad_logits), products.bias_gradient(grad_tail)])
         return grad_x, grad_weight, grad_bias, None, None, None
 
 
