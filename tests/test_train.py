@@ -141,6 +141,22 @@ def test_vtrace_gae_matches_a_hand_computed_example():
     assert torch.allclose(advantages, expected, atol=1e-6)
 
 
+def test_vtrace_gae_of_some_rows_is_those_rows_of_the_whole_buffer_bit_for_bit():
+    """The update recomputes only the minibatch's rows after each step (PPO.update): that needs a
+    row's advantages to be the same bits whatever other rows are computed with it."""
+    g = torch.Generator().manual_seed(3)
+    shape = (300, 64)
+    rewards, values = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
+    terminals = (torch.rand(shape, generator=g) < 0.05).float()
+    ratios = torch.rand(shape, generator=g) * 2
+    bootstrap = torch.randn(300, generator=g)
+    gae = dict(gamma=0.98, lam=0.95, rho_clip=1.0, c_clip=1.0)
+    whole = vtrace_gae(rewards, values, terminals, bootstrap, ratios, **gae)
+    idx = torch.randperm(300, generator=g)[:37]
+    part = vtrace_gae(rewards[idx], values[idx], terminals[idx], bootstrap[idx], ratios[idx], **gae)
+    assert torch.equal(part, whole[idx])
+
+
 def test_flops_per_step_counts_the_rows_each_phase_multiplies():
     """Hand count: a step of the default network is 2 x (120x128 + 2 x 128x384 + 128x257) = 293,120
     flops.  8 envs x 2 slots x 4 ticks = 64 counted steps; a quarter of the envs play the bot (2 rows

@@ -300,14 +300,13 @@ class PPO:
         gae = dict(gamma=c.gamma, lam=c.gae_lambda, rho_clip=c.vtrace_rho_clip, c_clip=c.vtrace_c_clip)
         ratios = torch.ones_like(self.buf_values)
         values = self.buf_values.clone()      # refreshed with each minibatch's new values
-        returns = vtrace_gae(self.buf_rewards, values, self.buf_terminals, self.buf_bootstrap, ratios, **gae) + values
+        advantages = vtrace_gae(self.buf_rewards, values, self.buf_terminals, self.buf_bootstrap, ratios, **gae)
+        returns = advantages + values
         explained_variance = 1.0 - float((returns - values).var() / returns.var().clamp_min(1e-8))
 
         totals = dict.fromkeys(("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction"), 0.0)
         self.policy.train()
         for _ in range(num_minibatches):
-            # Advantages under the latest values and ratios (V-trace corrects the stale ones).
-            advantages = vtrace_gae(self.buf_rewards, values, self.buf_terminals, self.buf_bootstrap, ratios, **gae)
             priority = advantages.abs().sum(dim=1).pow(c.prio_alpha).nan_to_num(0.0, 0.0, 0.0)
             probs = (priority + 1e-6) / (priority.sum() + 1e-6)
             idx = torch.multinomial(probs, mb_segments, replacement=False, generator=self.draws)
@@ -340,6 +339,10 @@ class PPO:
             with torch.no_grad():
                 ratios[idx] = ratio.detach()
                 values[idx] = new_values.detach()
+                # Advantages under the latest values and ratios (V-trace corrects the stale ones). A
+                # segment's depend on its own row alone, so only the minibatch's rows change.
+                advantages[idx] = vtrace_gae(self.buf_rewards[idx], values[idx], self.buf_terminals[idx],
+                                             self.buf_bootstrap[idx], ratios[idx], **gae)
                 totals["policy_loss"] += float(policy_loss)
                 totals["value_loss"] += float(value_loss)
                 totals["entropy"] += float(entropy)
