@@ -200,7 +200,7 @@ def test_default_config_is_the_documented_field():
     # Guerrilla spars against (the COIN teacher's Guerrilla is not distilled, so it keeps the cheaper one).
     differ = {key for key in runs["guerrilla-teacher"] if runs["guerrilla-teacher"][key] != runs["coin-teacher"][key]}
     assert differ == {"reward_shaping", "coin_mobility_reward", "total_timesteps", "mcts_iterations"}
-    assert (runs["guerrilla-teacher"]["mcts_iterations"], runs["coin-teacher"]["mcts_iterations"]) == (128, 64)
+    assert (runs["guerrilla-teacher"]["mcts_iterations"], runs["coin-teacher"]["mcts_iterations"]) == (256, 64)
     plan = match_plan(config)
     assert len(plan) == 36
     games = {(cell.guerrilla, cell.coin): cell.games for cell in plan}
