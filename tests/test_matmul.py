@@ -78,11 +78,12 @@ def test_a_bias_of_another_length_than_the_columns_is_refused(product, bias):
 
 def test_every_code_path_gives_the_same_bits_at_every_shape(monkeypatch):
     generator = torch.Generator().manual_seed(3)
-    # Rows around the 6- and 12-row tiles, columns around the 8/16/32-column vectors and the
-    # one-vector edge, and a K long enough to be summed in several passes (the weights' gradients),
-    # which start from the bias and take 6-row tiles.
+    # Rows around the 6-row tiles and the 64 from which AVX-512 packs B into panels, columns
+    # around the 8/16-column vectors and AVX-512's 64-column panels with every vector count at
+    # their edge, and a K long enough to be summed in several passes (the weights' gradients),
+    # which start from the bias.
     for rows, inner, cols in [(1, 1, 1), (5, 7, 9), (7, 33, 17), (13, 120, 40), (6, 1500, 33), (50, 128, 257),
-                              (25, 1100, 47)]:
+                              (25, 1100, 47), (64, 20, 64), (70, 9, 100), (63, 50, 130), (80, 1030, 200)]:
         a = torch.randn(inner, rows, generator=generator).T          # a transposed view
         b = torch.randn(inner, cols, generator=generator)
         bias = torch.randn(cols, generator=generator)
@@ -95,11 +96,11 @@ def test_every_code_path_gives_the_same_bits_at_every_shape(monkeypatch):
 
 def test_a_products_rows_do_not_depend_on_how_calls_split_them():
     generator = torch.Generator().manual_seed(4)
-    a, b = torch.randn(29, 70, generator=generator), torch.randn(70, 45, generator=generator)
+    a, b = torch.randn(100, 70, generator=generator), torch.randn(70, 45, generator=generator)
     whole = fixed.matmul(a, b)
-    parts = torch.empty(29, 45)
-    for first, end in [(0, 5), (5, 6), (6, 29)]:      # splits off the 6- and 12-row tiles
-        lib.gc_gemm(fixed.SIMD_PATH, 29, 45, 70, floats(a), 70, 1, floats(b), 45, ffi.NULL, floats(parts), 45,
+    parts = torch.empty(100, 45)
+    for first, end in [(0, 5), (5, 6), (6, 100)]:     # off the 6-row tiles; only the last packs B
+        lib.gc_gemm(fixed.SIMD_PATH, 100, 45, 70, floats(a), 70, 1, floats(b), 45, ffi.NULL, floats(parts), 45,
                     first, end)
     assert torch.equal(parts, whole)
     torch.set_num_threads(2)                          # (the one_thread fixture restores the count)
