@@ -53,7 +53,7 @@ static const int SECOND_OFFSET[4] = {7, 1, -1, -7};
  * masks, bit `from` of masks[dir] standing for action from*4+dir.  A walk over the sources: a
  * variant that skips 64 actions at a time by popcount measured more instructions (callgrind,
  * greedy rollouts: 72 M against 53 M): the sets are small. */
-static int nth_action(const uint64_t masks[4], int index) {
+static int nth_action_walk(const uint64_t masks[4], int index) {
     for (uint64_t from = masks[0] | masks[1] | masks[2] | masks[3];; from &= from - 1) {
         int f = __builtin_ctzll(from);
         int here = (int)((masks[0] >> f & 1) + (masks[1] >> f & 1) + (masks[2] >> f & 1) + (masks[3] >> f & 1));
@@ -65,6 +65,46 @@ static int nth_action(const uint64_t masks[4], int index) {
     }
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* The same by BMI2's pdep, without a branch per source: sources 16j..16j+15 interleaved into one
+ * word (bit 4(from - 16j) + dir), then the index-th set bit of the word that holds it.  2.2 times
+ * as fast as the walk on a Zen 4 over the positions of random games (9.4 against 20.6 ns). */
+__attribute__((target("bmi2"))) static int nth_action_pdep(const uint64_t masks[4], int index) {
+    for (int j = 0;; j++) {
+        uint64_t word = _pdep_u64(masks[0] >> 16 * j, 0x1111111111111111ULL) |
+                        _pdep_u64(masks[1] >> 16 * j, 0x2222222222222222ULL) |
+                        _pdep_u64(masks[2] >> 16 * j, 0x4444444444444444ULL) |
+                        _pdep_u64(masks[3] >> 16 * j, 0x8888888888888888ULL);
+        int here = __builtin_popcountll(word);
+        if (index < here) return 64 * j + __builtin_ctzll(_pdep_u64(1ULL << index, word));
+        index -= here;
+    }
+}
+#endif
+
+/* Whether this CPU runs pdep fast: BMI2, but not AMD's Zen 1 and 2, whose pdep is microcoded. */
+static int fast_pdep(void) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("bmi2") && !__builtin_cpu_is("znver1") && !__builtin_cpu_is("znver2");
+#else
+    return 0;
+#endif
+}
+
+static int nth_action(const uint64_t masks[4], int index, int pdep) {
+#if defined(__x86_64__)
+    if (pdep) return nth_action_pdep(masks, index);
+#endif
+    (void)pdep;
+    return nth_action_walk(masks, index);
+}
+
+int gc_rollout_pdep(void) { return fast_pdep(); }
+
+int gc_nth_action(const uint64_t masks[4], int index, int pdep) { return nth_action(masks, index, pdep && fast_pdep()); }
+
 /* legal[k] has bit `from` set when action from*4+k of the side to move is legal (rules.md §2);
  * returns their count. */
 static int legal_by_direction(const gc_state *s, uint64_t legal[4]) {
@@ -72,16 +112,16 @@ static int legal_by_direction(const gc_state *s, uint64_t legal[4]) {
     return gc_count_actions(legal);
 }
 
-static int guerrilla_random(gc_state *s) {
+static int guerrilla_random(gc_state *s, int pdep) {
     uint64_t legal[4];
     int n = legal_by_direction(s, legal);
     if (n == 0) return -1;
-    return nth_action(legal, (int)(gc_rand(&s->rng) % (uint32_t)n));
+    return nth_action(legal, (int)(gc_rand(&s->rng) % (uint32_t)n), pdep);
 }
 
 /* Greedy: only coins missing at most two corners can be captured by a two-stone action, and
  * only by actions touching those corners, so all other actions score 0 and are not scored. */
-static int guerrilla_greedy(gc_state *s) {
+static int guerrilla_greedy(gc_state *s, int pdep) {
     uint64_t legal[4];
     int n = legal_by_direction(s, legal);
     if (n == 0) return -1;
@@ -119,7 +159,7 @@ static int guerrilla_greedy(gc_state *s) {
         }
     }
     uint32_t draw = gc_rand(&s->rng);
-    if (count == 0) return nth_action(legal, (int)(draw % (uint32_t)n));
+    if (count == 0) return nth_action(legal, (int)(draw % (uint32_t)n), pdep);
     return best[draw % (uint32_t)count];
 }
 
@@ -135,31 +175,35 @@ static uint64_t stones_by_square(uint64_t stones) {
 
 /* COIN: the same action and draw as gc_bot_random / gc_bot_greedy (greedy: a capturing step if
  * any), on the direction boards. */
-static int coin_pick(gc_state *s, int rollout) {
+static int coin_pick(gc_state *s, int rollout, int pdep) {
     uint64_t legal[4];
     int n = legal_by_direction(s, legal);
     if (n == 0) return -1;
-    if (rollout == GC_ROLLOUT_RANDOM) return nth_action(legal, (int)(gc_rand(&s->rng) % (uint32_t)n));
+    if (rollout == GC_ROLLOUT_RANDOM) return nth_action(legal, (int)(gc_rand(&s->rng) % (uint32_t)n), pdep);
     uint64_t stones = stones_by_square(s->stones);
     uint64_t captures[4] = {legal[0] & stones << 9, legal[1] & stones << 8, legal[2] & stones << 1, legal[3] & stones};
     int count = gc_count_actions(captures);
     uint32_t draw = gc_rand(&s->rng);
-    return count ? nth_action(captures, (int)(draw % (uint32_t)count)) : nth_action(legal, (int)(draw % (uint32_t)n));
+    return count ? nth_action(captures, (int)(draw % (uint32_t)count), pdep)
+                 : nth_action(legal, (int)(draw % (uint32_t)n), pdep);
 }
 
-int gc_rollout_pick(gc_state *s, int rollout) {
+static int rollout_pick(gc_state *s, int rollout, int pdep) {
     if (s->winner) return -1;
-    if (s->to_move == GC_COIN) return coin_pick(s, rollout);
-    return rollout == GC_ROLLOUT_GREEDY ? guerrilla_greedy(s) : guerrilla_random(s);
+    if (s->to_move == GC_COIN) return coin_pick(s, rollout, pdep);
+    return rollout == GC_ROLLOUT_GREEDY ? guerrilla_greedy(s, pdep) : guerrilla_random(s, pdep);
 }
+
+int gc_rollout_pick(gc_state *s, int rollout) { return rollout_pick(s, rollout, fast_pdep()); }
 
 int gc_rollout(gc_state *s, int rollout) {
+    int pdep = fast_pdep();
     for (int ply = 0; !s->winner; ply++) {
         if (ply >= ROLLOUT_PLY_CAP) {
             gc_declare_coin_win(s, GC_END_PLY_CAP);
             break;
         }
-        int action = gc_rollout_pick(s, rollout);
+        int action = rollout_pick(s, rollout, pdep);
         if (action < 0) { /* only a hand-built state can lack moves without being over */
             gc_declare_coin_win(s, GC_END_STALEMATE);
             break;

@@ -28,4 +28,10 @@ int gc_rollout_pick(gc_state *s, int rollout);
  * and returns the winner. */
 int gc_rollout(gc_state *s, int rollout);
 
+/* The rollouts' pick of the index-th action (ascending; index < the count) of a set given as four
+ * direction masks (gc_legal_boards' layout): by BMI2's pdep where gc_rollout_pdep() (the CPU runs
+ * pdep fast) and `pdep` is set, else by a walk over the sources.  The same action either way. */
+int gc_rollout_pdep(void);
+int gc_nth_action(const uint64_t masks[4], int index, int pdep);
+
 #endif

@@ -4,6 +4,7 @@ The key oracle is `reference_mcts` below, written from the spec text in plain Py
 the Game API: the C search must pick the same move *and* leave the generator in the same state,
 which pins the draw order (expansion draw, then rollout draws, per iteration)."""
 import math
+import random
 import struct
 
 import numpy as np
@@ -200,6 +201,25 @@ def test_rollout_policy_equals_the_bots_everywhere(rollout):
         assert lib.gc_rollout(replay._state, rollout) == game._state.winner
         assert replay == game
     assert compared > 1000
+
+
+@pytest.mark.parametrize("pdep", [0, 1])
+def test_the_rollouts_nth_action_is_the_index_th_legal_action_by_either_path(pdep):
+    """gc_nth_action against the ascending legal list, at every index of every position of 40
+    random games, by the walk and by BMI2's pdep (where this CPU runs it fast)."""
+    if pdep and not lib.gc_rollout_pdep():
+        pytest.skip("rollouts pick by pdep only on CPUs with a fast BMI2 pdep")
+    masks, checked = ffi.new("uint64_t[4]"), 0
+    for seed in range(1, 41):
+        game, choice = Game(seed), random.Random(seed)
+        while not game.is_terminal():
+            legal = game.legal_actions()
+            for d in range(4):
+                masks[d] = sum(1 << (a >> 2) for a in legal if a & 3 == d)
+            assert [lib.gc_nth_action(masks, i, pdep) for i in range(len(legal))] == legal
+            checked += len(legal)
+            game.apply_action(choice.choice(legal))
+    assert checked > 10_000
 
 
 def test_greedy_pick_handles_an_already_surrounded_coin():
