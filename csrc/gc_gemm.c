@@ -22,17 +22,18 @@
  * minibatch): the first pass starts each accumulator from its bias (or 0), a later one from the
  * value the pass before stored in C, which changes no bit.
  *
- * On AVX-512 a call that computes at least PACK_ROWS rows first copies its pass's slice of B into
- * panels of `width` columns, each k's columns contiguous and zero-padded to whole vectors: a tile
- * then reads B as one stream with unmasked loads, where B's own rows lie a leading dimension apart
- * and a panel of them falls into a few L1 sets.  On a Zen 4, one thread: +10-13 % at the update's
- * forward and input-gradient shapes (4096 rows), the weights' gradients (long K) unchanged; under
- * ~64 rows the copy costs more than it saves (12 rows: 83 against 107 GFLOP/s), so smaller calls
- * (Muon's Gram blocks) read B in place.  The copy moves bits only. */
+ * A call that computes at least PACK_ROWS rows on a vector path first copies its pass's slice of B
+ * into panels of `width` columns, each k's columns contiguous (on AVX-512 zero-padded to whole
+ * vectors, read without masks; on AVX2 the whole vectors' columns, the last N mod 8 read in place):
+ * a tile then reads B as one stream, where B's own rows lie a leading dimension apart and a panel of
+ * them falls into a few L1 sets.  On a Zen 4, one thread, AVX-512: +10-13 % at the update's forward
+ * and input-gradient shapes (4096 rows), the weights' gradients (long K) unchanged; AVX2: +5-14 % and
+ * +17 %.  Under ~64 rows the copy costs more than it saves (AVX-512, 12 rows: 83 against 107 GFLOP/s),
+ * so smaller calls (Muon's Gram blocks) read B in place.  The copy moves bits only. */
 #define MR 6
 #define KC 256
 #define SHORT_K 1024      /* a K up to this is one pass */
-#define PACK_ROWS 64
+#define PACK_ROWS 64      /* rows of a call from which it packs B */
 #define GRAM_ROWS 12      /* gram_of's rows per call */
 
 /* The tile of `rows` x `cols` at a (row m0 of A), b (row k0, column n0 of B, or of its packed
@@ -211,14 +212,6 @@ AVX512 static void tile_avx512_packed(int rows, int cols, int k0, int k1, const 
     BY_VECS(panel)
 }
 
-/* B[k0..k1) x [n0, n0 + cols) into p, each k's columns zero-padded to whole vectors. */
-AVX512 static void pack_panel(int k0, int k1, int n0, int cols, const float *b, int64_t ldb, float *p) {
-    int vecs = (cols + 15) / 16;
-    for (int k = k0; k < k1; k++)
-        for (int v = 0; v < vecs; v++, p += 16)
-            _mm512_storeu_ps(p, _mm512_maskz_loadu_ps(mask16(cols - 16 * v), b + k * ldb + n0 + 16 * v));
-}
-
 #undef EACH_ROW
 #undef EACH_VEC
 #undef DECLARE_VEC
@@ -238,33 +231,41 @@ AVX512 static void pack_panel(int k0, int k1, int n0, int cols, const float *b, 
 #undef BY_VECS
 #endif
 
+/* B[k0..k1) x [n0, n0 + cols) into rows of `stride` floats at p, zero-padded past cols. */
+static void pack_panel(int k0, int k1, int n0, int cols, int stride, const float *b, int64_t ldb, float *p) {
+    for (int k = k0; k < k1; k++, p += stride) {
+        memcpy(p, b + k * ldb + n0, sizeof(float) * cols);
+        memset(p + cols, 0, sizeof(float) * (stride - cols));
+    }
+}
+
 void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64_t a_col, const float *b,
              int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end) {
     tile_fn tile = tile_scalar, narrow = tile_scalar;   /* narrow: fewer than `unit` columns */
-    int width = 16, unit = 1;  /* columns of a whole tile; a narrower one takes a multiple of unit */
+    tile_fn packed = NULL;     /* the tile over a packed panel, on the vector paths */
+    int width = 16, unit = 1, vector = 1;  /* columns of a whole tile (a narrower one takes a multiple of
+                                            * unit) and of a vector */
     if (first < 0) first = 0;
     if (end > M) end = M;
-    int pass = K <= SHORT_K ? (K ? K : 1) : KC;
-    float *panels = NULL;      /* the pass's slice of B, packed (AVX-512) */
 #ifdef GEMM_X86
-    if (simd == GC_NET_SIMD_AVX512) {
-        tile = tile_avx512, width = 64;
-        /* (Without the memory, B is read in place: the same sums.) */
-        if (end - first >= PACK_ROWS && N > 0 && (panels = malloc(sizeof(float) * pass * ((N + 15) / 16 * 16))))
-            tile = tile_avx512_packed;
-    } else if (simd == GC_NET_SIMD_AVX2) {
-        tile = tile_avx2, narrow = tile_avx2_narrow, unit = 8;
-    }
+    if (simd == GC_NET_SIMD_AVX512) tile = tile_avx512, packed = tile_avx512_packed, width = 64, vector = 16;
+    else if (simd == GC_NET_SIMD_AVX2) tile = packed = tile_avx2, narrow = tile_avx2_narrow, unit = vector = 8;
 #else
     (void)simd;
 #endif
+    int pass = K <= SHORT_K ? (K ? K : 1) : KC;
+    int packed_cols = N / unit * unit;   /* the columns the whole tiles take, from panels */
+    float *panels = NULL;                /* the pass's slice of them; without the memory, B in place */
+    if (packed && end - first >= PACK_ROWS && packed_cols > 0)
+        panels = malloc(sizeof(float) * pass * ((packed_cols + vector - 1) / vector * vector));
     for (int k0 = 0; k0 < K || k0 == 0; k0 += pass) {     /* (K = 0: one empty pass writes the start values) */
         int k1 = K - k0 < pass ? K : k0 + pass;
-#ifdef GEMM_X86
-        /* Panel n0 / width starts at float (k1 - k0) * n0 and holds rows of ceil(cols / 16) vectors. */
-        for (int n0 = 0; panels && n0 < N; n0 += width)
-            pack_panel(k0, k1, n0, N - n0 < width ? N - n0 : width, b, ldb, panels + (int64_t)(k1 - k0) * n0);
-#endif
+        /* Panel n0 / width starts at float (k1 - k0) * n0, its rows its columns rounded up to whole vectors. */
+        for (int n0 = 0, cols; panels && n0 < packed_cols; n0 += cols) {
+            cols = packed_cols - n0 < width ? packed_cols - n0 : width;
+            pack_panel(k0, k1, n0, cols, (cols + vector - 1) / vector * vector, b, ldb,
+                       panels + (int64_t)(k1 - k0) * n0);
+        }
         for (int m0 = first; m0 < end; m0 += MR) {
             int rows = end - m0 < MR ? end - m0 : MR;
             for (int n0 = 0, cols; n0 < N; n0 += cols) {
@@ -273,7 +274,8 @@ void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64
                 if (!cols) cols = N - n0, edge = narrow;
                 const float *bk = b + k0 * ldb + n0;
                 int64_t ldp = ldb;
-                if (panels) bk = panels + (int64_t)(k1 - k0) * n0, ldp = (cols + 15) / 16 * 16;
+                if (panels && n0 < packed_cols)
+                    edge = packed, bk = panels + (int64_t)(k1 - k0) * n0, ldp = (cols + vector - 1) / vector * vector;
                 edge(rows, cols, k0, k1, a + m0 * a_row, a_row, a_col, bk, ldp, bias ? bias + n0 : NULL,
                      c + m0 * ldc + n0, ldc);
             }

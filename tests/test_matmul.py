@@ -78,10 +78,10 @@ def test_a_bias_of_another_length_than_the_columns_is_refused(product, bias):
 
 def test_every_code_path_gives_the_same_bits_at_every_shape(monkeypatch):
     generator = torch.Generator().manual_seed(3)
-    # Rows around the 6-row tiles and the 64 from which AVX-512 packs B into panels, columns
-    # around the 8/16-column vectors and AVX-512's 64-column panels with every vector count at
-    # their edge, and a K long enough to be summed in several passes (the weights' gradients),
-    # which start from the bias.
+    # Rows around the 6-row tiles and the 64 from which the vector paths pack B into panels,
+    # columns around the 8/16-column vectors, AVX2's 16-column panels with the last N mod 8 in place
+    # and AVX-512's 64-column panels with every vector count at their edge, and a K long enough to
+    # be summed in several passes (the weights' gradients), which start from the bias.
     for rows, inner, cols in [(1, 1, 1), (5, 7, 9), (7, 33, 17), (13, 120, 40), (6, 1500, 33), (50, 128, 257),
                               (25, 1100, 47), (64, 20, 64), (70, 9, 100), (63, 50, 130), (80, 1030, 200)]:
         a = torch.randn(inner, rows, generator=generator).T          # a transposed view
