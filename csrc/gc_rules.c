@@ -11,16 +11,6 @@
  * the coordinates are right: with 44 the published Random/Greedy cells come out exactly. */
 #define START_COINS ((1ULL << 19) | (1ULL << 26) | (1ULL << 28) | (1ULL << 35) | (1ULL << 37) | (1ULL << 44))
 
-uint32_t gc_rand(uint32_t *state) {
-    int64_t s = *state;
-    if (s == 0) s = 123459876;
-    int64_t hi = s / 127773, lo = s % 127773;
-    int64_t x = 16807 * lo - 2836 * hi;
-    if (x < 0) x += 2147483647;
-    *state = (uint32_t)x;
-    return (uint32_t)x;
-}
-
 void gc_reset(gc_state *s, uint32_t seed) {
     memset(s, 0, sizeof *s);
     s->coins = START_COINS;

@@ -54,8 +54,17 @@ typedef struct {
     uint8_t turn_stones;
 } gc_state;
 
-/* Park-Miller "minimal standard" step of BSD rand_r: advances *state and returns the draw. */
-uint32_t gc_rand(uint32_t *state);
+/* Park-Miller "minimal standard" step of BSD rand_r: advances *state and returns the draw.  Inline:
+ * an MCTS rollout draws once a ply. */
+static inline uint32_t gc_rand(uint32_t *state) {
+    int64_t s = *state;
+    if (s == 0) s = 123459876;
+    int64_t hi = s / 127773, lo = s % 127773;
+    int64_t x = 16807 * lo - 2836 * hi;
+    if (x < 0) x += 2147483647;
+    *state = (uint32_t)x;
+    return (uint32_t)x;
+}
 
 /* The start position; `seed` becomes the generator state (no draw is made). */
 void gc_reset(gc_state *s, uint32_t seed);
