@@ -8,6 +8,7 @@
 
 typedef struct {
     double wins;           /* playouts won by player_just_moved */
+    double mean;           /* wins / visits, kept by the backup: a selection reads it for every child */
     int32_t visits;
     int32_t select_count;  /* the S of the UCT term: starts at 1, +1 per selection through it */
     int32_t parent, first_child, next_sibling; /* pool indices, -1 for none */
@@ -222,7 +223,7 @@ static int node_legal_count(mcts_node *node, const gc_state *s) {
 }
 
 static void init_node(mcts_node *node, int parent, int move, int player_just_moved) {
-    node->wins = 0.0;
+    node->wins = node->mean = 0.0;
     node->visits = 0;
     node->select_count = 1;
     node->parent = parent;
@@ -242,7 +243,7 @@ static int select_child(mcts_node *nodes, mcts_node *parent, double exploration)
     double best_value = -INFINITY;
     for (int i = parent->first_child; i >= 0; i = nodes[i].next_sibling) {
         const mcts_node *child = &nodes[i];
-        double value = child->wins / child->visits + exploration * sqrt(log_s / child->visits);
+        double value = child->mean + exploration * sqrt(log_s / child->visits);
         if (value > best_value) {
             best_value = value;
             best = i;
@@ -301,6 +302,7 @@ int gc_mcts_choose(gc_state *s, int iterations, double exploration, int rollout,
         for (; node >= 0; node = nodes[node].parent) {
             nodes[node].visits++;
             if (nodes[node].player_just_moved == winner) nodes[node].wins += 1.0;
+            nodes[node].mean = nodes[node].wins / nodes[node].visits;
         }
         rng = sim.rng;
     }
