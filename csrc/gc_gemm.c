@@ -27,9 +27,10 @@
  * vectors, read without masks; on AVX2 the whole vectors' columns, the last N mod 8 read in place):
  * a tile then reads B as one stream, where B's own rows lie a leading dimension apart and a panel of
  * them falls into a few L1 sets.  On a Zen 4, one thread, AVX-512: +10-13 % at the update's forward
- * and input-gradient shapes (4096 rows), the weights' gradients (long K) unchanged; AVX2: +5-14 % and
- * +17 %.  Under ~64 rows the copy costs more than it saves (AVX-512, 12 rows: 83 against 107 GFLOP/s),
- * so smaller calls (Muon's Gram blocks) read B in place.  The copy moves bits only. */
+ * and input-gradient shapes (4096 rows), the weights' gradients (long K) unchanged; AVX2: +2-17 %,
+ * the weights' gradients included.  Under ~64 rows the copy costs more than it saves (AVX-512, 12
+ * rows: 83 against 107 GFLOP/s), so smaller calls (Muon's Gram blocks) read B in place.  The copy
+ * moves bits only. */
 #define MR 6
 #define KC 256
 #define SHORT_K 1024      /* a K up to this is one pass */
@@ -231,6 +232,9 @@ AVX512 static void tile_avx512_packed(int rows, int cols, int k0, int k1, const 
 #undef BY_VECS
 #endif
 
+/* n rounded up to a multiple of `vector`: a panel's row. */
+static inline int whole_vectors(int n, int vector) { return (n + vector - 1) / vector * vector; }
+
 /* B[k0..k1) x [n0, n0 + cols) into rows of `stride` floats at p, zero-padded past cols. */
 static void pack_panel(int k0, int k1, int n0, int cols, int stride, const float *b, int64_t ldb, float *p) {
     for (int k = k0; k < k1; k++, p += stride) {
@@ -257,14 +261,13 @@ void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64
     int packed_cols = N / unit * unit;   /* the columns the whole tiles take, from panels */
     float *panels = NULL;                /* the pass's slice of them; without the memory, B in place */
     if (packed && end - first >= PACK_ROWS && packed_cols > 0)
-        panels = malloc(sizeof(float) * pass * ((packed_cols + vector - 1) / vector * vector));
+        panels = malloc(sizeof(float) * pass * whole_vectors(packed_cols, vector));
     for (int k0 = 0; k0 < K || k0 == 0; k0 += pass) {     /* (K = 0: one empty pass writes the start values) */
         int k1 = K - k0 < pass ? K : k0 + pass;
         /* Panel n0 / width starts at float (k1 - k0) * n0, its rows its columns rounded up to whole vectors. */
         for (int n0 = 0, cols; panels && n0 < packed_cols; n0 += cols) {
             cols = packed_cols - n0 < width ? packed_cols - n0 : width;
-            pack_panel(k0, k1, n0, cols, (cols + vector - 1) / vector * vector, b, ldb,
-                       panels + (int64_t)(k1 - k0) * n0);
+            pack_panel(k0, k1, n0, cols, whole_vectors(cols, vector), b, ldb, panels + (int64_t)(k1 - k0) * n0);
         }
         for (int m0 = first; m0 < end; m0 += MR) {
             int rows = end - m0 < MR ? end - m0 : MR;
@@ -275,7 +278,7 @@ void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64
                 const float *bk = b + k0 * ldb + n0;
                 int64_t ldp = ldb;
                 if (panels && n0 < packed_cols)
-                    edge = packed, bk = panels + (int64_t)(k1 - k0) * n0, ldp = (cols + vector - 1) / vector * vector;
+                    edge = packed, bk = panels + (int64_t)(k1 - k0) * n0, ldp = whole_vectors(cols, vector);
                 edge(rows, cols, k0, k1, a + m0 * a_row, a_row, a_col, bk, ldp, bias ? bias + n0 : NULL,
                      c + m0 * ldc + n0, ldc);
             }

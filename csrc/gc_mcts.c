@@ -104,7 +104,9 @@ static int nth_action(const uint64_t masks[4], int index, int pdep) {
 
 int gc_rollout_pdep(void) { return fast_pdep(); }
 
-int gc_nth_action(const uint64_t masks[4], int index, int pdep) { return nth_action(masks, index, pdep && fast_pdep()); }
+int gc_nth_action(const uint64_t masks[4], int index, int pdep) {
+    return nth_action(masks, index, pdep && fast_pdep());
+}
 
 /* legal[k] has bit `from` set when action from*4+k of the side to move is legal (rules.md §2);
  * returns their count. */
@@ -197,8 +199,8 @@ static int rollout_pick(gc_state *s, int rollout, int pdep) {
 
 int gc_rollout_pick(gc_state *s, int rollout) { return rollout_pick(s, rollout, fast_pdep()); }
 
-int gc_rollout(gc_state *s, int rollout) {
-    int pdep = fast_pdep();
+/* gc_rollout with the pick chosen by the caller (a search decides it once, not per playout). */
+static int play_out(gc_state *s, int rollout, int pdep) {
     for (int ply = 0; !s->winner; ply++) {
         if (ply >= ROLLOUT_PLY_CAP) {
             gc_declare_coin_win(s, GC_END_PLY_CAP);
@@ -213,6 +215,8 @@ int gc_rollout(gc_state *s, int rollout) {
     }
     return s->winner;
 }
+
+int gc_rollout(gc_state *s, int rollout) { return play_out(s, rollout, fast_pdep()); }
 
 static int node_legal_count(mcts_node *node, const gc_state *s) {
     if (node->legal_count < 0) {
@@ -289,6 +293,7 @@ int gc_mcts_choose(gc_state *s, int iterations, double exploration, int rollout,
     nodes[0].legal_count = (int16_t)n;
     /* The search's draws continue the live game's sequence (rules.md §7-§8). */
     uint32_t rng = s->rng;
+    int pdep = fast_pdep();
     for (int it = 0; it < iterations; it++) {
         gc_state sim = *s;
         sim.rng = rng;
@@ -298,7 +303,7 @@ int gc_mcts_choose(gc_state *s, int iterations, double exploration, int rollout,
             gc_apply_legal(&sim, nodes[node].move);
         }
         if (!sim.winner) node = expand(nodes, &used, node, &sim);
-        int winner = gc_rollout(&sim, rollout);
+        int winner = play_out(&sim, rollout, pdep);
         for (; node >= 0; node = nodes[node].parent) {
             nodes[node].visits++;
             if (nodes[node].player_just_moved == winner) nodes[node].wins += 1.0;
