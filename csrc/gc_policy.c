@@ -1,5 +1,6 @@
 #include "gc_policy.h"
 #include "gc_math.h"
+#include "gc_simd_math.h"
 #include "gc_rules.h"
 #include <float.h>
 #include <string.h>
@@ -16,7 +17,7 @@ typedef struct {
     float total, log_z;
 } normaliser;
 
-static void normalise(const float *row, const uint8_t *mask, normaliser *n) {
+static inline __attribute__((always_inline)) void normalise(const float *row, const uint8_t *mask, normaliser *n) {
     int count = 0;
 #ifdef __SSE2__
     /* 16 mask bytes a compare (SSE2 is part of x86-64): most rows have few legal moves, a waiting
@@ -46,7 +47,7 @@ static double entropy_of(const float *row, const normaliser *n) {
 #define ROW_LOGITS(r) (logits + (int64_t)((r) / n2) * stride1 + (int64_t)((r) % n2) * stride2)
 #define ROW_MASK(r) (masks + (int64_t)(r) * GC_NUM_ACTIONS)
 
-void gc_policy_sample(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2, const uint8_t *masks,
+GC_FMA_CLONES void gc_policy_sample(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2, const uint8_t *masks,
                       const float *uniforms, int first, int end, int64_t *actions, float *log_probs) {
     (void)n1;
     normaliser n;
@@ -61,7 +62,7 @@ void gc_policy_sample(int n1, int n2, const float *logits, int64_t stride1, int6
     }
 }
 
-void gc_policy_terms(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2, const uint8_t *masks,
+GC_FMA_CLONES void gc_policy_terms(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2, const uint8_t *masks,
                      const int64_t *actions, int first, int end, float *log_probs, float *entropies) {
     (void)n1;
     normaliser n;
@@ -74,7 +75,7 @@ void gc_policy_terms(int n1, int n2, const float *logits, int64_t stride1, int64
     }
 }
 
-void gc_policy_terms_grad(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2,
+GC_FMA_CLONES void gc_policy_terms_grad(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2,
                           const uint8_t *masks, const int64_t *actions, const float *grad_log_probs,
                           const float *grad_entropies, int first, int end, float *grad_logits) {
     (void)n1;

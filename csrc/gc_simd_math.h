@@ -23,6 +23,10 @@
 #define GC_SIMD_X86 1
 #define GC_AVX2 __attribute__((target("avx2,fma")))
 #define GC_AVX512 __attribute__((target("avx512f,avx2,fma")))
+/* A function compiled twice, with and without the FMA instructions, the copy for the CPU chosen at
+ * load time (an ifunc): its fmaf, and gc_math.h's through it, one instruction, not a call into libm.
+ * The same bits either way (fmaf is correctly rounded; -ffp-contract=off fuses nothing else). */
+#define GC_FMA_CLONES __attribute__((target_clones("fma", "default")))
 
 #define GC_AVX2_LOAD(p) _mm256_loadu_ps(p)
 #define GC_AVX2_STORE(p, v) _mm256_storeu_ps(p, v)
@@ -85,5 +89,7 @@ GC_AVX512 static inline __m512 gc_sigmoid16(__m512 x) {
 }
 
 #undef GC_EXP_BODY
+#else
+#define GC_FMA_CLONES
 #endif
 #endif
