@@ -47,7 +47,8 @@ static double entropy_of(const float *row, const normaliser *n) {
 #define ROW_LOGITS(r) (logits + (int64_t)((r) / n2) * stride1 + (int64_t)((r) % n2) * stride2)
 #define ROW_MASK(r) (masks + (int64_t)(r) * GC_NUM_ACTIONS)
 
-GC_FMA_CLONES void gc_policy_sample(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2, const uint8_t *masks,
+GC_FMA_CLONES
+void gc_policy_sample(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2, const uint8_t *masks,
                       const float *uniforms, int first, int end, int64_t *actions, float *log_probs) {
     (void)n1;
     normaliser n;
@@ -62,7 +63,8 @@ GC_FMA_CLONES void gc_policy_sample(int n1, int n2, const float *logits, int64_t
     }
 }
 
-GC_FMA_CLONES void gc_policy_terms(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2, const uint8_t *masks,
+GC_FMA_CLONES
+void gc_policy_terms(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2, const uint8_t *masks,
                      const int64_t *actions, int first, int end, float *log_probs, float *entropies) {
     (void)n1;
     normaliser n;
@@ -75,7 +77,8 @@ GC_FMA_CLONES void gc_policy_terms(int n1, int n2, const float *logits, int64_t 
     }
 }
 
-GC_FMA_CLONES void gc_policy_terms_grad(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2,
+GC_FMA_CLONES
+void gc_policy_terms_grad(int n1, int n2, const float *logits, int64_t stride1, int64_t stride2,
                           const uint8_t *masks, const int64_t *actions, const float *grad_log_probs,
                           const float *grad_entropies, int first, int end, float *grad_logits) {
     (void)n1;

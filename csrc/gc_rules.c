@@ -223,7 +223,8 @@ int gc_validate(const gc_state *s) {
     return GC_VALID;
 }
 
-GC_FMA_CLONES void gc_legal_softmax(int n, const float *logits, const uint8_t *mask, float *out) {
+GC_FMA_CLONES
+void gc_legal_softmax(int n, const float *logits, const uint8_t *mask, float *out) {
     for (int k = 0; k < n; k++) {
         const float *row = logits + (size_t)k * GC_NUM_ACTIONS;
         const uint8_t *legal = mask + (size_t)k * GC_NUM_ACTIONS;
@@ -236,14 +237,16 @@ GC_FMA_CLONES void gc_legal_softmax(int n, const float *logits, const uint8_t *m
     }
 }
 
-GC_FMA_CLONES double gc_mean_entropy(int n, const float *p) {
+GC_FMA_CLONES
+double gc_mean_entropy(int n, const float *p) {
     double total = 0.0;
     for (int64_t i = 0; i < (int64_t)n * GC_NUM_ACTIONS; i++)
         total -= (double)p[i] * gc_logf(p[i] > 1e-12f ? p[i] : 1e-12f);
     return n ? total / n : NAN;
 }
 
-GC_FMA_CLONES int gc_sample_action(gc_state *s, const float *logits) {
+GC_FMA_CLONES
+int gc_sample_action(gc_state *s, const float *logits) {
     int16_t legal[GC_NUM_ACTIONS];
     float w[GC_NUM_ACTIONS], top;
     int n = gc_legal_actions(s, legal);

@@ -150,7 +150,8 @@ static void backup(arena *a, int node, float value) {
 
 /* The leaf value of an evaluated position (see gc_search.h), rollouts drawing from the arena's rng
  * (the root's value is the net's alone: a decision with one legal move then draws nothing). */
-GC_FMA_CLONES static float leaf_value(const gc_search_config *c, arena *a, const gc_state *game, const float *out, int rollouts) {
+GC_FMA_CLONES
+static float leaf_value(const gc_search_config *c, arena *a, const gc_state *game, const float *out, int rollouts) {
     float x = c->value_coef[0] * out[GC_NUM_ACTIONS] + c->value_coef[1] * out[GC_PASS_ACTION] +
               c->value_coef[2] * (game->to_move == GC_GUERRILLA ? 1.0f : 0.0f) + c->value_coef[3];
     float value;
@@ -174,7 +175,8 @@ GC_FMA_CLONES static float leaf_value(const gc_search_config *c, arena *a, const
 
 /* Gives an evaluated node its edges (legal actions ascending, priors = softmax of their logits as
  * in rules.md §9) and its leaf value. */
-GC_FMA_CLONES static void expand(const gc_search_config *c, arena *a, int index, const float *out, int rollouts) {
+GC_FMA_CLONES
+static void expand(const gc_search_config *c, arena *a, int index, const float *out, int rollouts) {
     search_node *node = &a->nodes[index];
     int16_t legal[GC_NUM_ACTIONS];
     int n = gc_legal_actions(&node->game, legal);
@@ -229,7 +231,8 @@ static void transformed_q(const gc_search_config *c, const arena *a, const searc
 }
 
 /* softmax(logit + sigma) over a node's edges. */
-GC_FMA_CLONES static void improved_policy(const arena *a, const search_node *node, const float *sigma, float *out) {
+GC_FMA_CLONES
+static void improved_policy(const arena *a, const search_node *node, const float *sigma, float *out) {
     const search_edge *edges = a->edges + node->first_edge;
     int n = node->num_edges;
     float top = -3.0e38f, total = 0.0f;
@@ -339,7 +342,8 @@ static int descend(gc_search *s, int game, int simulation) {
 /* PUCT at a temperature: a root edge drawn with probability proportional to N^(1/T), computed as
  * (N / max N)^(1/T) <= 1 (N itself at T = 1), so no weight saturates gc_expf's range and the sum
  * cannot overflow however small T is. */
-GC_FMA_CLONES static int draw_visited(const arena *a, float temperature, uint32_t *rng) {
+GC_FMA_CLONES
+static int draw_visited(const arena *a, float temperature, uint32_t *rng) {
     const search_node *root = &a->nodes[0];
     const search_edge *edges = a->edges + root->first_edge;
     float weight[GC_SEARCH_MAX_LEGAL], total = 0.0f;
@@ -363,7 +367,8 @@ GC_FMA_CLONES static int draw_visited(const arena *a, float temperature, uint32_
     return last;
 }
 
-GC_FMA_CLONES static int decide(const gc_search *s, arena *a, float *policy, gc_search_stats *stats) {
+GC_FMA_CLONES
+static int decide(const gc_search *s, arena *a, float *policy, gc_search_stats *stats) {
     const gc_search_config *c = &s->config;
     const search_node *root = &a->nodes[0];
     const search_edge *edges = a->edges + root->first_edge;
@@ -399,7 +404,8 @@ GC_FMA_CLONES static int decide(const gc_search *s, arena *a, float *policy, gc_
     return edges[best].action;
 }
 
-GC_FMA_CLONES int gc_search_run(gc_search *s, const gc_net *net, gc_state *games, const int32_t *idx, int n, float *net_states,
+GC_FMA_CLONES
+int gc_search_run(gc_search *s, const gc_net *net, gc_state *games, const int32_t *idx, int n, float *net_states,
                   const int32_t *slots, int32_t *actions, float *policy, gc_search_stats *stats) {
     const gc_search_config *c = &s->config;
     if (n > s->max_games) return -1;
