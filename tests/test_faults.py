@@ -96,7 +96,9 @@ def test_training_on_cuda_where_torch_sees_no_gpu_is_one_line_before_any_step(tm
 
 def test_a_second_match_on_the_same_ledger_is_refused_naming_the_first(tmp_path):
     ledger = tmp_path / "m__g.jsonl"
-    args = ("m=mcts:400", "greedy", "--games", 30, "--workers", 1, "--out", ledger, "--quiet")
+    # Seconds of games (MCTS 2000 against greedy: about 10 a second on one Zen 4 core), so that the
+    # second command starts while the first still writes (30 games at MCTS 400 once finished first).
+    args = ("m=mcts:2000", "greedy", "--games", 80, "--workers", 1, "--out", ledger, "--quiet")
     first = start("match", *args)
     try:
         wait_for(lambda: lines_of(ledger) >= 1, what="the first match's first game")
@@ -106,7 +108,7 @@ def test_a_second_match_on_the_same_ledger_is_refused_naming_the_first(tmp_path)
     finally:
         stop(first)
     # One writer's games only: every game once, in order, and a rerun has nothing to add.
-    assert [record["game"] for record in read_ledger(ledger)] == list(range(30))
+    assert [record["game"] for record in read_ledger(ledger)] == list(range(80))
     before = ledger.read_bytes()
     assert run("match", *args).returncode == 0 and ledger.read_bytes() == before
 
