@@ -17,6 +17,8 @@ typedef struct {
     float total, log_z;
 } normaliser;
 
+/* Inlined into each caller's GC_FMA_CLONES copies: called, it would be one default-target copy whose
+ * gc_expf calls libm's fmaf. */
 static inline __attribute__((always_inline)) void normalise(const float *row, const uint8_t *mask, normaliser *n) {
     int count = 0;
 #ifdef __SSE2__
