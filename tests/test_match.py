@@ -250,7 +250,9 @@ def test_worker_count_does_not_change_the_ledger(tmp_path, nets):
 
 
 def _match_command(out: Path, workers: int) -> list[str]:
-    return [GCPIPE, "match", "mcts:60", "greedy", "--games", "30", "--workers", str(workers),
+    # MCTS 300, not 60: the 30 games last about a second, time for the kill test to see the first
+    # four written and kill the match before the last (at 60 they took a fifth of that).
+    return [GCPIPE, "match", "mcts:300", "greedy", "--games", "30", "--workers", str(workers),
             "--out", str(out), "--quiet"]
 
 
@@ -295,7 +297,7 @@ def test_resume_after_kill_is_byte_identical(tmp_path):
     killed_at = resumed.read_bytes().count(b"\n")
     assert 4 <= killed_at < 30
     with open(resumed, "ab") as handle:       # what a kill in the middle of a write leaves
-        handle.write(b'{"cell":"mcts60__greedy","guerr')
+        handle.write(b'{"cell":"mcts300__greedy","guerr')
     finished = subprocess.run(_match_command(resumed, 2), check=True, capture_output=True, text=True)
     assert resumed.read_bytes() == reference.read_bytes()
     assert resumed.with_suffix(".json").read_bytes() == reference.with_suffix(".json").read_bytes()
