@@ -173,7 +173,7 @@ def test_load_config_reports_missing_and_malformed_files(tmp_path):
         load_config(bad)
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml", "reference.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml", "reference.yaml", "distill.yaml", "strongest.yaml"])
 def test_shipped_configs_are_valid(name):
     config = load_config(CONFIGS / name)
     assert set(config["matches"]["field"]) <= set(config["players"])
@@ -216,6 +216,21 @@ def test_distill_config_is_the_default_recipe_at_full_budget():
     assert distill["distilled"] == {**default["candidate"], "expert_iterations": 200}
     assert distill["coin-teacher"] == {**default["coin-teacher"], "total_timesteps": 100_000_000}
     assert (default["coin-teacher"]["total_timesteps"], default["candidate"]["expert_iterations"]) == (40_000_000, 60)
+
+
+def test_strongest_config_is_the_default_recipe_with_the_seed_47_mcts_512_teacher():
+    default, strongest = (load_config(CONFIGS / name) for name in ("config.yaml", "strongest.yaml"))
+    runs = strongest["runs"]
+    assert set(runs) == {"guerrilla-teacher", "coin-teacher", "candidate"}
+    assert runs["coin-teacher"] == default["runs"]["coin-teacher"]
+    assert runs["candidate"] == default["runs"]["candidate"]
+    assert runs["guerrilla-teacher"] == {**default["runs"]["guerrilla-teacher"], "mcts_iterations": 512,
+                                         "bot_fraction": {"guerrilla": 0.2, "coin": 0.1}, "seed": 47}
+    # The candidate's cells against MCTS 10K replay the README's games: rosters 8 and 10.
+    positions = roster_positions(strongest["players"])
+    assert (positions["candidate"], positions["mcts10k"]) == (8, 10)
+    games = {cell.name: cell.games for cell in match_plan(strongest)}
+    assert (games["candidate__mcts10k"], games["mcts10k__candidate"], games["candidate__greedy"]) == (300, 300, 1000)
 
 
 def test_reference_config_is_the_published_field():
