@@ -231,7 +231,8 @@ static int step_env_range(gc_vec *v, int begin, int end, gc_mcts *pool) {
 }
 
 int gc_vec_step(gc_vec *v) {
-    int err = gc_vec_step_envs(v, 0, 1, NULL);
+    int32_t next_block = 0;
+    int err = gc_vec_step_claimed(v, &next_block, NULL);
     if (!err) gc_vec_log_step(v);
     return err;
 }
@@ -241,14 +242,15 @@ void gc_vec_log_step(gc_vec *v) {
         if (v->game_ends[i].ended) log_game(v, &v->game_ends[i]);
 }
 
-int gc_vec_step_envs(gc_vec *v, int part, int parts, gc_mcts *pool) {
+int gc_vec_step_claimed(gc_vec *v, int32_t *next_block, gc_mcts *pool) {
     if (!pool) pool = v->mcts;
-    for (int block = part * GC_VEC_BLOCK; block < v->num_envs; block += parts * GC_VEC_BLOCK) {
+    for (;;) {
+        int block = __atomic_fetch_add(next_block, 1, __ATOMIC_RELAXED) * GC_VEC_BLOCK;
+        if (block >= v->num_envs) return 0;
         int end = block + GC_VEC_BLOCK < v->num_envs ? block + GC_VEC_BLOCK : v->num_envs;
         int err = step_env_range(v, block, end, pool);
         if (err) return err;
     }
-    return 0;
 }
 
 int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed) {

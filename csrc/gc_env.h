@@ -105,17 +105,18 @@ int gc_vec_reset(gc_vec *v);
 /* One decision step of every env from v->actions (rules.md §6), auto-resetting finished games.
  * Returns 0, or a negative gc_bot_choose error of a bot opponent. */
 int gc_vec_step(gc_vec *v);
-/* gc_vec_step in parts, for threads: gc_vec_step_envs(v, part, parts, pool) steps the blocks of
- * GC_VEC_BLOCK envs numbered part, part + parts, ... (its bots searching in `pool`, NULL for
- * v->mcts; the parts may run at once, each with its own pool), recording the games that end in
- * v->game_ends; once every part has run, gc_vec_log_step adds them to the log in env order.
- * Every env owns its generators and a search's result does not depend on its pool's history, so
- * any number of parts gives gc_vec_step's result.  Interleaved blocks balance the bot envs, which
- * lie together, and keep the parts off each other's cache lines. */
+/* gc_vec_step shared among threads: each concurrent gc_vec_step_claimed(v, next_block, pool) claims
+ * the next block of GC_VEC_BLOCK envs from the counter *next_block (0 before the step, shared by the
+ * calls) and steps it, until no block is left (its bots searching in `pool`, NULL for v->mcts; each
+ * concurrent call with its own pool), recording the games that end in v->game_ends; once every call
+ * has returned, gc_vec_log_step adds them to the log in env order.  Every env owns its generators and
+ * a search's result does not depend on its pool's history, so any number of calls, whichever blocks
+ * each claims, gives gc_vec_step's result.  Claiming, not a fixed share, keeps the threads busy to the
+ * end of the step: the bot envs lie together, and a bot's search costs far more than an agent's move. */
 #define GC_VEC_BLOCK 16
-int gc_vec_step_envs(gc_vec *v, int part, int parts, gc_mcts *pool);
+int gc_vec_step_claimed(gc_vec *v, int32_t *next_block, gc_mcts *pool);
 void gc_vec_log_step(gc_vec *v);
-/* A node pool for one more concurrent gc_vec_step_envs (gc_mcts_free frees it); NULL when v has no
+/* A node pool for one more concurrent gc_vec_step_claimed (gc_mcts_free frees it); NULL when v has no
  * MCTS bot or the allocation fails. */
 gc_mcts *gc_vec_new_pool(const gc_vec *v);
 

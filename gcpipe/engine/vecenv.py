@@ -27,8 +27,8 @@ Randomness: env i owns a splitmix64 generator started at (seed << 32) + i on `re
 takes one draw, whose low 32 bits seed the game (its generator feeds the bots) and whose bit 32
 picks slot 0's side where `side` leaves it open.  Everything is a pure function of (seed, num_envs, config,
 actions) — not of `threads`, the number of threads a step runs on (the bots' searches are most of
-a step's work): each steps interleaved blocks of envs with its own node pool, and the games that
-ended are logged in env order afterwards.
+a step's work): each claims blocks of envs until none is left and steps them with its own node
+pool, and the games that ended are logged in env order afterwards.
 """
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ class VecEnv:
             raise pool_error
         self._vec = vec
         # Thread 0 steps with the env's own pool, each other thread with one of these; a thread
-        # steps blocks of GC_VEC_BLOCK envs, so more threads than blocks would idle.
+        # claims blocks of GC_VEC_BLOCK envs, so more threads than blocks would idle.
         self.threads = min(int(threads), -(-n // lib.GC_VEC_BLOCK))
         self._pools = [lib.gc_vec_new_pool(vec) for _ in range(self.threads - 1)]
         if vec.mcts != ffi.NULL and ffi.NULL in self._pools:
@@ -196,11 +196,11 @@ class VecEnv:
         if self._executor is None:
             _check_bot(lib.gc_vec_step(self._vec))
             return
-        # cffi releases the GIL inside C calls, so the threads' shares run at once.
-        k = self.threads
-        others = [self._executor.submit(lib.gc_vec_step_envs, self._vec, i, k, self._pools[i - 1])
-                  for i in range(1, k)]
-        codes = [lib.gc_vec_step_envs(self._vec, 0, k, ffi.NULL)] + [f.result() for f in others]
+        # cffi releases the GIL inside C calls, so the threads claim and step blocks at once.
+        next_block = ffi.new("int32_t *", 0)
+        others = [self._executor.submit(lib.gc_vec_step_claimed, self._vec, next_block, pool)
+                  for pool in self._pools]
+        codes = [lib.gc_vec_step_claimed(self._vec, next_block, ffi.NULL)] + [f.result() for f in others]
         for code in codes:
             _check_bot(code)
         lib.gc_vec_log_step(self._vec)
