@@ -1,4 +1,4 @@
-"""bfloat16 products for training, measured before they are built (README, Speed: the 200 k target).
+"""bfloat16 products for training, measured before they are built (docs/speed.md; the 200 k target).
 
     python benchmarks/bf16_products.py [CC]
 
