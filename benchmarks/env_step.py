@@ -14,9 +14,8 @@ from gcpipe.torch_env import before_torch
 
 before_torch()
 from gcpipe.config import run_config  # noqa: E402  (after before_torch: it imports torch)
-from gcpipe.engine.vecenv import VecEnv  # noqa: E402
 from gcpipe.errors import run_script  # noqa: E402
-from gcpipe.train.ppo import bot_env_range, slot0_sides  # noqa: E402
+from gcpipe.train.ppo import bot_env_range, make_env  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -28,14 +27,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--steps", type=int, default=150, help="timed steps")
     args = parser.parse_args(argv)
     c = run_config(args.config, args.run)
-    env = VecEnv(c.num_envs, selfplay=c.selfplay, side=slot0_sides(c), opponent=c.opponent,
-                 mcts_iterations=c.mcts_iterations, mcts_exploration=c.mcts_exploration,
-                 mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed,
-                 threads=args.threads, coin_mobility_reward=c.coin_mobility_reward)
-    first_bot, first_historical = bot_env_range(c)
+    env = make_env(c, threads=args.threads)
+    env.reset()
+    first_bot, first_historical = bot_env_range(c)   # tagged after the reset, as PPO tags them
     env.opponent_tags[first_bot:first_historical] = -1
     env.opponent_tags[first_historical:] = 1
-    env.reset()
     for _ in range(args.warmup):
         env.random_actions()
         env.step()

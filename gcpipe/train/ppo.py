@@ -97,6 +97,14 @@ def slot0_sides(c: TrainConfig) -> int | np.ndarray | None:
     return sides
 
 
+def make_env(c: TrainConfig, threads: int) -> VecEnv:
+    """The run's environments (not yet reset), stepped on `threads` threads."""
+    return VecEnv(c.num_envs, selfplay=c.selfplay, side=slot0_sides(c), opponent=c.opponent,
+                  mcts_iterations=c.mcts_iterations, mcts_exploration=c.mcts_exploration,
+                  mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed,
+                  threads=threads, coin_mobility_reward=c.coin_mobility_reward)
+
+
 class PPO:
     """The policy, its optimiser, the environments, the opponent pool and the epoch buffers."""
 
@@ -115,11 +123,7 @@ class PPO:
         self.optimizer = Muon(self.policy.parameters(), lr=c.learning_rate, momentum=c.muon_momentum)
         self.epoch = 0
         self.global_step = 0
-        self.env = VecEnv(c.num_envs, selfplay=c.selfplay, side=slot0_sides(c),
-                          opponent=c.opponent, mcts_iterations=c.mcts_iterations, mcts_exploration=c.mcts_exploration,
-                          mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed,
-                          threads=torch.get_num_threads(),   # the bots' searches on every core; same results
-                          coin_mobility_reward=c.coin_mobility_reward)
+        self.env = make_env(c, threads=torch.get_num_threads())  # the bots' searches on every core; same results
         self.env.reset()
         num_rows = c.num_envs * self.env.num_slots
         # Zero-copy torch views of the env buffers, flattened to rows.
