@@ -20,17 +20,16 @@ FLOPS_PER_ROW = 2 * (120 * 128 + 2 * 128 * 384 + 128 * 257)
 
 
 def observations(rows: int) -> np.ndarray:
-    from gcpipe.engine import GameBatch
-    from gcpipe.engine.bots import Bot
+    from gcpipe.engine import NO_SIDE, GameBatch
+    from gcpipe.engine.bots import Bot, BotSpec
 
-    batch, bot = GameBatch(rows), Bot("greedy")
+    batch, bot = GameBatch(rows), Bot(BotSpec("greedy"))
     for i in range(rows):
         batch.reset(i, i + 1)
         for _ in range(i % 40):          # positions from the opening to mid-game
-            if batch.states["winner"][i]:
+            if batch.winners[i] != NO_SIDE:
                 break
-            game = batch.game(i)
-            batch.apply(i, bot.choose(game))
+            batch.apply([i], [bot.choose(batch.game(i))])
     return batch.observe(np.arange(rows))[0].copy()
 
 

@@ -26,7 +26,7 @@ def search_speed(iterations: int) -> tuple[float, float]:
 
     import gcpipe.openspiel  # noqa: F401
     from gcpipe.engine import Game
-    from gcpipe.engine.bots import Bot
+    from gcpipe.engine.bots import Bot, BotSpec
 
     game = pyspiel.load_game("guerrilla_checkers")
     random_state = np.random.RandomState(1)
@@ -35,7 +35,7 @@ def search_speed(iterations: int) -> tuple[float, float]:
     start = time.perf_counter()
     bot.step(game.new_initial_state())
     theirs = iterations / (time.perf_counter() - start)
-    ours_bot, reps = Bot(f"mcts:{iterations}:{EXPLORATION}:random"), 20
+    ours_bot, reps = Bot(BotSpec("mcts", iterations, EXPLORATION, "random")), 20
     start = time.perf_counter()
     for seed in range(1, reps + 1):
         ours_bot.choose(Game(seed))
