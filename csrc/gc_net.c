@@ -13,10 +13,14 @@
 /* Rows per block: each weight loaded from memory serves this many rows.  A block's missing rows
  * (n not a multiple of ROWS) are computed on copies of row 0's input and discarded. */
 #define ROWS 4
+/* Rows that go through a layer together, block by block, before the next layer: the layer's
+ * weights are read from L2 by every block but the first.  One block at a time through all the
+ * layers reads the whole network per block, which (H = 128: about 0.6 MB) overflows a 512 KB L2. */
+#define CHUNK (8 * ROWS)
 #define MAX_H GC_NET_MAX_HIDDEN
 
 typedef struct {
-    float x[ROWS][MAX_H];                       /* a layer's input, then its output */
+    float x[CHUNK][MAX_H];                      /* a layer's input, then its output */
     float c[ROWS][3 * MAX_H];                   /* W x: the h | k | p blocks */
     float out[ROWS][GC_NET_DECODER_STRIDE];
     float spare_state[MAX_H];                   /* the state of rows that are padding */
@@ -246,18 +250,21 @@ void gc_net_step(const gc_net *net, int n, const int32_t *slots, const uint8_t *
     size_t state_size = (size_t)net->layers * H;
     scratch s;
     s.decode_count = s.value_count = 0;
-    for (int first = 0; first < n; first += ROWS) {
-        int rows = n - first < ROWS ? n - first : ROWS;
+    for (int first = 0; first < n; first += CHUNK) {
+        int rows = n - first < CHUNK ? n - first : CHUNK;
+        int padded = (rows + ROWS - 1) / ROWS * ROWS;
         for (int r = 0; r < rows; r++) k->encode(net, obs + (size_t)(first + r) * GC_OBS_SIZE, s.x[r]);
-        for (int r = rows; r < ROWS; r++) memcpy(s.x[r], s.x[0], sizeof(float) * H);
-        for (int l = 0; l < net->layers; l++) {
-            k->dense(net->gru[l], H, 3 * H, NULL, (const float (*)[MAX_H])s.x, &s.c[0][0], 3 * MAX_H);
-            for (int r = 0; r < ROWS; r++) {
-                float *state = r < rows ? states + (size_t)slots[first + r] * state_size + (size_t)l * H : s.spare_state;
-                if (r >= rows) memset(state, 0, sizeof(float) * H);
-                k->gates(H, s.c[r], state, 1.0f, s.x[r], state, s.x[r]);
+        for (int r = rows; r < padded; r++) memcpy(s.x[r], s.x[padded - ROWS], sizeof(float) * H);
+        for (int l = 0; l < net->layers; l++)
+            for (int b = 0; b < padded; b += ROWS) {
+                k->dense(net->gru[l], H, 3 * H, NULL, (const float (*)[MAX_H])s.x[b], &s.c[0][0], 3 * MAX_H);
+                for (int r = 0; r < ROWS; r++) {
+                    float *state = b + r < rows ? states + (size_t)slots[first + b + r] * state_size + (size_t)l * H
+                                                : s.spare_state;
+                    if (b + r >= rows) memset(state, 0, sizeof(float) * H);
+                    k->gates(H, s.c[r], state, 1.0f, s.x[b + r], state, s.x[b + r]);
+                }
             }
-        }
         if (!out) continue;
         /* Rows that want logits go through the decoder in whole blocks; the others get their two
          * value outputs alone in blocks of their own, each the same sum as in a decoder block. */

@@ -79,6 +79,10 @@ def test_c_step_equals_the_torch_model_step(bias):
             assert np.abs(out[t, :, 256] - value.numpy()).max() < 1e-5
 
 
+# More rows than two of gc_net_step's chunks (32 rows each), the last chunk's last block part padding.
+MANY_SLOTS = 75
+
+
 @pytest.mark.parametrize("simd", PATHS)
 def test_every_code_path_and_batch_split_gives_the_same_bits(simd):
     model = _hashed_model(bias=True)
@@ -91,11 +95,22 @@ def test_every_code_path_and_batch_split_gives_the_same_bits(simd):
 
 
 @pytest.mark.parametrize("simd", PATHS)
+def test_a_batch_of_several_chunks_gives_each_row_its_own_bits(simd):
+    model = _hashed_model(bias=True)
+    obs = _slot_observations(4, MANY_SLOTS)
+    net = CompiledNet(model, simd)
+    one_by_one = _run(net, obs, [[s] for s in range(MANY_SLOTS)])
+    shuffled = np.random.default_rng(3).permutation(MANY_SLOTS)
+    for groups in ([np.arange(MANY_SLOTS)], [shuffled[:33], shuffled[33:]]):
+        assert np.array_equal(_run(net, obs, groups).view(np.uint32), one_by_one.view(np.uint32))
+
+
+@pytest.mark.parametrize("simd", PATHS)
 def test_rows_without_logits_get_the_same_values_and_states(simd):
     # Rows flagged as needing no logits (the waiting slots in training) skip the decoder's block
     # but must give the bits of a full step: their pass logit and value, and their states, for
     # every pattern of flags (the flagged rows change which rows share a decoder block).
-    model, (steps, slots) = _hashed_model(bias=True), (12, 9)
+    model, (steps, slots) = _hashed_model(bias=True), (12, MANY_SLOTS)
     obs = _slot_observations(steps, slots)
     net, rows = CompiledNet(model, simd), np.arange(slots, dtype=np.int32)
     flags = np.random.default_rng(5).integers(0, 2, (steps, slots)).astype(np.uint8)
