@@ -11,7 +11,7 @@
 #endif
 
 /* Rows per block: each weight loaded from memory serves this many rows.  A block's missing rows
- * (n not a multiple of ROWS) are computed on copies of row 0's input and discarded. */
+ * (n not a multiple of ROWS) are computed on copies of the block's first row and discarded. */
 #define ROWS 4
 /* Rows that go through a layer together, block by block, before the next layer: the layer's
  * weights are read from L2 by every block but the first.  One block at a time through all the
