@@ -23,8 +23,8 @@
  * value the pass before stored in C, which changes no bit.
  *
  * A call that computes at least PACK_ROWS rows on a vector path first copies its pass's slice of B
- * into panels of `width` columns, each k's columns contiguous (on AVX-512 zero-padded to whole
- * vectors, read without masks; on AVX2 the whole vectors' columns, the last N mod 8 read in place):
+ * into panels of `width` columns, each k's columns contiguous and zero-padded to whole vectors (read
+ * without masks on AVX-512; on AVX2 a last panel that is no whole vectors runs on padded copies):
  * a tile then reads B as one stream, where B's own rows lie a leading dimension apart and a panel of
  * them falls into a few L1 sets.  On a Zen 4, one thread, AVX-512: +10-13 % at the update's forward
  * and input-gradient shapes (4096 rows), the weights' gradients (long K) unchanged; AVX2: +2-17 %,
@@ -135,9 +135,9 @@ INLINE_AVX2 float fma_instruction(float x, float y, float z) {
     return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(x), _mm_set_ss(y), _mm_set_ss(z)));
 }
 
-/* The last N mod 8 columns on the AVX2 path: tile_scalar's sums by the FMA instruction itself, not
- * libm's fmaf (which need not be the instruction), so that MXCSR's DAZ and FTZ, which the bfloat16
- * emulation sets, hold in every column. */
+/* The last N mod 8 columns on the AVX2 path when B is read in place (calls of fewer than PACK_ROWS
+ * rows): tile_scalar's sums by the FMA instruction itself, not libm's fmaf (which need not be the
+ * instruction), so that MXCSR's DAZ and FTZ, which the bfloat16 emulation sets, hold in every column. */
 AVX2 static void tile_avx2_narrow(int rows, int cols, int k0, int k1, const float *a, int64_t a_row, int64_t a_col,
                                   const float *b, int64_t ldb, const float *bias, float *c, int64_t ldc) {
     tile_by_elements(fma_instruction, rows, cols, k0, k1, a, a_row, a_col, b, ldb, bias, c, ldc);
@@ -151,6 +151,20 @@ AVX2 static void tile_avx2(int rows, int cols, int k0, int k1, const float *a, i
     } else {
         BY_ROWS(tile_avx2_one)
     }
+}
+
+/* The last panel's 1..15 columns when N is no multiple of 8: its rows are whole vectors, zero-padded,
+ * so the tile runs by vector on copies of C's and the bias's columns padded the same way, and only
+ * `cols` columns go back to C.  Each column is the same sum as in any other tile (the lanes are
+ * independent); the padding lanes are discarded. */
+AVX2 static void tile_avx2_padded(int rows, int cols, int k0, int k1, const float *a, int64_t a_row, int64_t a_col,
+                                  const float *b, int64_t ldb, const float *bias, float *c, int64_t ldc) {
+    float padded_c[MR][16] = {{0}}, padded_bias[16] = {0};
+    if (bias) memcpy(padded_bias, bias, sizeof(float) * cols);
+    if (k0)
+        for (int r = 0; r < rows; r++) memcpy(padded_c[r], c + r * ldc, sizeof(float) * cols);
+    tile_avx2(rows, cols > 8 ? 16 : 8, k0, k1, a, a_row, a_col, b, ldb, bias ? padded_bias : NULL, &padded_c[0][0], 16);
+    for (int r = 0; r < rows; r++) memcpy(c + r * ldc, padded_c[r], sizeof(float) * cols);
 }
 
 /* ---- AVX-512: up to 4 x 16 columns, masked at the right edge of C; 24 accumulators, 4 B
@@ -246,39 +260,44 @@ static void pack_panel(int k0, int k1, int n0, int cols, int stride, const float
 void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64_t a_col, const float *b,
              int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end) {
     tile_fn tile = tile_scalar, narrow = tile_scalar;   /* narrow: fewer than `unit` columns */
-    tile_fn packed = NULL;     /* the tile over a packed panel, on the vector paths */
+    tile_fn packed = NULL, packed_edge = NULL;   /* the tiles over a packed panel (on the vector paths):
+                                                  * whole vectors, and a last panel that is not */
     int width = 16, unit = 1, vector = 1;  /* columns of a whole tile (a narrower one takes a multiple of
                                             * unit) and of a vector */
     if (first < 0) first = 0;
     if (end > M) end = M;
 #ifdef GEMM_X86
-    if (simd == GC_NET_SIMD_AVX512) tile = tile_avx512, packed = tile_avx512_packed, width = 64, vector = 16;
-    else if (simd == GC_NET_SIMD_AVX2) tile = packed = tile_avx2, narrow = tile_avx2_narrow, unit = vector = 8;
+    if (simd == GC_NET_SIMD_AVX512)
+        tile = tile_avx512, packed = packed_edge = tile_avx512_packed, width = 64, vector = 16;
+    else if (simd == GC_NET_SIMD_AVX2)
+        tile = packed = tile_avx2, packed_edge = tile_avx2_padded, narrow = tile_avx2_narrow, unit = vector = 8;
 #else
     (void)simd;
 #endif
     int pass = K <= SHORT_K ? (K ? K : 1) : KC;
-    int packed_cols = N / unit * unit;   /* the columns the whole tiles take, from panels */
-    float *panels = NULL;                /* the pass's slice of them; without the memory, B in place */
-    if (packed && end - first >= PACK_ROWS && packed_cols > 0)
-        panels = malloc(sizeof(float) * pass * whole_vectors(packed_cols, vector));
+    float *panels = NULL;     /* the pass's slice of B in panels; without the memory, B in place */
+    if (packed && end - first >= PACK_ROWS && N > 0) panels = malloc(sizeof(float) * pass * whole_vectors(N, vector));
     for (int k0 = 0; k0 < K || k0 == 0; k0 += pass) {     /* (K = 0: one empty pass writes the start values) */
         int k1 = K - k0 < pass ? K : k0 + pass;
         /* Panel n0 / width starts at float (k1 - k0) * n0, its rows its columns rounded up to whole vectors. */
-        for (int n0 = 0, cols; panels && n0 < packed_cols; n0 += cols) {
-            cols = packed_cols - n0 < width ? packed_cols - n0 : width;
+        for (int n0 = 0, cols; panels && n0 < N; n0 += cols) {
+            cols = N - n0 < width ? N - n0 : width;
             pack_panel(k0, k1, n0, cols, whole_vectors(cols, vector), b, ldb, panels + (int64_t)(k1 - k0) * n0);
         }
         for (int m0 = first; m0 < end; m0 += MR) {
             int rows = end - m0 < MR ? end - m0 : MR;
             for (int n0 = 0, cols; n0 < N; n0 += cols) {
-                cols = N - n0 < width ? (N - n0) / unit * unit : width;
                 tile_fn edge = tile;
-                if (!cols) cols = N - n0, edge = narrow;
                 const float *bk = b + k0 * ldb + n0;
                 int64_t ldp = ldb;
-                if (panels && n0 < packed_cols)
-                    edge = packed, bk = panels + (int64_t)(k1 - k0) * n0, ldp = whole_vectors(cols, vector);
+                if (panels) {
+                    cols = N - n0 < width ? N - n0 : width;
+                    edge = cols % vector ? packed_edge : packed;
+                    bk = panels + (int64_t)(k1 - k0) * n0, ldp = whole_vectors(cols, vector);
+                } else {
+                    cols = N - n0 < width ? (N - n0) / unit * unit : width;
+                    if (!cols) cols = N - n0, edge = narrow;
+                }
                 edge(rows, cols, k0, k1, a + m0 * a_row, a_row, a_col, bk, ldp, bias ? bias + n0 : NULL,
                      c + m0 * ldc + n0, ldc);
             }

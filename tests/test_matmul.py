@@ -79,11 +79,13 @@ def test_a_bias_of_another_length_than_the_columns_is_refused(product, bias):
 def test_every_code_path_gives_the_same_bits_at_every_shape(monkeypatch):
     generator = torch.Generator().manual_seed(3)
     # Rows around the 6-row tiles and the 64 from which the vector paths pack B into panels,
-    # columns around the 8/16-column vectors, AVX2's 16-column panels with the last N mod 8 in place
-    # and AVX-512's 64-column panels with every vector count at their edge, and a K long enough to
-    # be summed in several passes (the weights' gradients), which start from the bias.
+    # columns around the 8/16-column vectors (below 64 rows AVX2 reads the last N mod 8 in place),
+    # AVX2's 16-column panels with a last panel of 1-7 or 9-15 columns, AVX-512's 64-column panels
+    # with every vector count at their edge, and a K long enough to be summed in several passes (the
+    # weights' gradients), which start from the bias (on AVX2's padded last panel too).
     for rows, inner, cols in [(1, 1, 1), (5, 7, 9), (7, 33, 17), (13, 120, 40), (6, 1500, 33), (50, 128, 257),
-                              (25, 1100, 47), (64, 20, 64), (70, 9, 100), (63, 50, 130), (80, 1030, 200)]:
+                              (25, 1100, 47), (64, 20, 64), (70, 9, 100), (63, 50, 130), (80, 1030, 200),
+                              (64, 40, 9), (67, 128, 257), (70, 1030, 203), (65, 1100, 13)]:
         a = torch.randn(inner, rows, generator=generator).T          # a transposed view
         b = torch.randn(inner, cols, generator=generator)
         bias = torch.randn(cols, generator=generator)
