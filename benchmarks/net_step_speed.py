@@ -33,12 +33,22 @@ def observations(rows: int) -> np.ndarray:
     return batch.observe(np.arange(rows))[0].copy()
 
 
-def timed(step, repeats: int) -> float:
+def timed(step, repeats: int) -> tuple[float, float]:
+    """Seconds per call: the mean over `repeats` calls after a warm-up one, and the fastest call (the
+    figure to compare between builds: this machine's speed drifts between minutes)."""
     step()
-    start = time.perf_counter()
+    times = []
     for _ in range(repeats):
+        start = time.perf_counter()
         step()
-    return (time.perf_counter() - start) / repeats
+        times.append(time.perf_counter() - start)
+    return sum(times) / repeats, min(times)
+
+
+def report(what: str, rows: int, seconds: tuple[float, float]) -> None:
+    mean, best = seconds
+    print(f"{what}: {rows / mean:,.0f} rows/s (fastest call {rows / best:,.0f}), "
+          f"{FLOPS_PER_ROW * rows / mean / 1e9:.1f} GFLOP/s")
 
 
 def main() -> None:
@@ -53,15 +63,14 @@ def main() -> None:
         torch.set_num_threads(threads)
         state, x = model.initial_state(rows), torch.from_numpy(obs)
         with torch.inference_mode():
-            seconds = timed(lambda: model.step(x, state), args.repeats)
-        print(f"torch, {threads} thread(s): {rows / seconds:,.0f} rows/s, {FLOPS_PER_ROW * rows / seconds / 1e9:.1f} GFLOP/s")
+            report(f"torch, {threads} thread(s)", rows, timed(lambda: model.step(x, state), args.repeats))
     slots = np.arange(rows, dtype=np.int32)
     out = np.zeros((rows, OUTPUTS), np.float32)
     for name in [p for p in ("scalar", "avx2", "avx512") if SIMD[p] <= SIMD[best_simd()]]:
         net = CompiledNet(model, name)
         states = net.new_states(rows)
-        seconds = timed(lambda: net.step(states, slots, obs, out), args.repeats if name != "scalar" else 2)
-        print(f"C step ({name}), 1 thread: {rows / seconds:,.0f} rows/s, {FLOPS_PER_ROW * rows / seconds / 1e9:.1f} GFLOP/s")
+        repeats = args.repeats if name != "scalar" else 2
+        report(f"C step ({name}), 1 thread", rows, timed(lambda: net.step(states, slots, obs, out), repeats))
 
 
 if __name__ == "__main__":
