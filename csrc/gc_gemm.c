@@ -153,12 +153,16 @@ AVX2 static void tile_avx2(int rows, int cols, int k0, int k1, const float *a, i
     }
 }
 
-/* The last panel's 1..15 columns when N is no multiple of 8: its rows are whole vectors, zero-padded,
- * so the tile runs by vector on copies of C's and the bias's columns padded the same way, and only
- * `cols` columns go back to C.  Each column is the same sum as in any other tile (the lanes are
- * independent); the padding lanes are discarded. */
-AVX2 static void tile_avx2_padded(int rows, int cols, int k0, int k1, const float *a, int64_t a_row, int64_t a_col,
+/* The same over a packed panel, cols 1..16.  A last panel of columns that are no whole vectors (N no
+ * multiple of 8) has zero-padded rows, so the tile runs by vector on copies of C's and the bias's
+ * columns padded the same way, and only `cols` columns go back to C.  Each column is the same sum as
+ * in any other tile (the lanes are independent); the padding lanes are discarded. */
+AVX2 static void tile_avx2_packed(int rows, int cols, int k0, int k1, const float *a, int64_t a_row, int64_t a_col,
                                   const float *b, int64_t ldb, const float *bias, float *c, int64_t ldc) {
+    if (cols % 8 == 0) {
+        tile_avx2(rows, cols, k0, k1, a, a_row, a_col, b, ldb, bias, c, ldc);
+        return;
+    }
     float padded_c[MR][16] = {{0}}, padded_bias[16] = {0};
     if (bias) memcpy(padded_bias, bias, sizeof(float) * cols);
     if (k0)
@@ -260,17 +264,16 @@ static void pack_panel(int k0, int k1, int n0, int cols, int stride, const float
 void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64_t a_col, const float *b,
              int64_t ldb, const float *bias, float *c, int64_t ldc, int first, int end) {
     tile_fn tile = tile_scalar, narrow = tile_scalar;   /* narrow: fewer than `unit` columns */
-    tile_fn packed = NULL, packed_edge = NULL;   /* the tiles over a packed panel (on the vector paths):
-                                                  * whole vectors, and a last panel that is not */
+    tile_fn packed = NULL;     /* the tile over a packed panel, on the vector paths */
     int width = 16, unit = 1, vector = 1;  /* columns of a whole tile (a narrower one takes a multiple of
                                             * unit) and of a vector */
     if (first < 0) first = 0;
     if (end > M) end = M;
 #ifdef GEMM_X86
     if (simd == GC_NET_SIMD_AVX512)
-        tile = tile_avx512, packed = packed_edge = tile_avx512_packed, width = 64, vector = 16;
+        tile = tile_avx512, packed = tile_avx512_packed, width = 64, vector = 16;
     else if (simd == GC_NET_SIMD_AVX2)
-        tile = packed = tile_avx2, packed_edge = tile_avx2_padded, narrow = tile_avx2_narrow, unit = vector = 8;
+        tile = tile_avx2, packed = tile_avx2_packed, narrow = tile_avx2_narrow, unit = vector = 8;
 #else
     (void)simd;
 #endif
@@ -292,8 +295,7 @@ void gc_gemm(int simd, int M, int N, int K, const float *a, int64_t a_row, int64
                 int64_t ldp = ldb;
                 if (panels) {
                     cols = N - n0 < width ? N - n0 : width;
-                    edge = cols % vector ? packed_edge : packed;
-                    bk = panels + (int64_t)(k1 - k0) * n0, ldp = whole_vectors(cols, vector);
+                    edge = packed, bk = panels + (int64_t)(k1 - k0) * n0, ldp = whole_vectors(cols, vector);
                 } else {
                     cols = N - n0 < width ? (N - n0) / unit * unit : width;
                     if (!cols) cols = N - n0, edge = narrow;
