@@ -258,7 +258,7 @@ int64_t gc_bench_random_play(int64_t n_actions, uint32_t seed) {
     int64_t games = 0;
     gc_reset(&s, seed);
     for (int64_t k = 0; k < n_actions; k++) {
-        gc_apply(&s, gc_rollout_pick(&s, GC_ROLLOUT_RANDOM));
+        gc_apply(&s, gc_rollout_pick(&s, GC_ROLLOUT_RANDOM, 1));
         if (s.winner) {
             games++;
             gc_reset(&s, s.rng);

@@ -47,9 +47,6 @@ int gc_mcts_capacity(const gc_mcts *ws) { return ws->capacity; }
 /* ---- Rollout policies on bitboards.  They reproduce gc_bot_random / gc_bot_greedy (same
  * action, same single draw) without listing the ~150 Guerrilla actions per ply. ---- */
 
-/* Offset of the second point in direction k (down, right, left, up; rules.md §2). */
-static const int SECOND_OFFSET[4] = {7, 1, -1, -7};
-
 /* The index-th action in ascending order (index < the count) of an action set given as four
  * masks, bit `from` of masks[dir] standing for action from*4+dir.  A walk over the sources: a
  * variant that skips 64 actions at a time by popcount measured more instructions (callgrind,
@@ -122,73 +119,122 @@ static int guerrilla_random(gc_state *s, int pdep) {
     return nth_action(legal, (int)(gc_rand(&s->rng) % (uint32_t)n), pdep);
 }
 
-/* Greedy: only coins missing at most two corners can be captured by a two-stone action, and
- * only by actions touching those corners, so all other actions score 0 and are not scored. */
+/* Points p whose action in direction k (points p and p + 7, p + 1, p - 1 or p - 7; rules.md §2)
+ * places a stone on a point of `points`. */
+static inline uint64_t touching(uint64_t points, int k) {
+    switch (k) {
+    case 0: return points | points >> 7;
+    case 1: return points | points >> 1;
+    case 2: return points | points << 1;
+    default: return points | points << 7;
+    }
+}
+
+/* Greedy: an action scores the coins it captures, a coin being captured when its missing corners
+ * (at most two, else no single action takes it) are among the two points placed.  The scores are
+ * counted on the four direction boards at once, in three bit planes (an action touches six
+ * squares: three dark ones in play, any six in hand-built states), with no branch per action;
+ * the top score's actions, ascending, are gc_bot_greedy's best list. */
 static int guerrilla_greedy(gc_state *s, int pdep) {
     uint64_t legal[4];
     int n = legal_by_direction(s, legal);
     if (n == 0) return -1;
-    uint64_t corners[GC_NUM_SQUARES], missing[GC_NUM_SQUARES], hot = 0;
-    int threatened = 0;
+    uint64_t ones[4] = {0, 0, 0, 0}, twos[4] = {0, 0, 0, 0}, fours[4] = {0, 0, 0, 0};
     for (uint64_t coins = s->coins; coins; coins &= coins - 1) {
-        uint64_t all = GC_SQUARE_CORNERS[__builtin_ctzll(coins)], miss = all & ~s->stones;
-        uint64_t rest = miss & (miss - 1);
-        if (rest & (rest - 1)) continue; /* three or more corners missing */
-        corners[threatened] = all;
-        missing[threatened++] = miss;
-        /* A coin already surrounded (hand-built states only) counts for actions touching it. */
-        hot |= miss ? miss : all;
+        uint64_t miss = GC_SQUARE_CORNERS[__builtin_ctzll(coins)] & ~s->stones;
+        uint64_t first = miss & -miss, rest = miss & ~first, second = rest ? rest : first;
+        /* No action takes a coin missing three or more corners, nor one already surrounded
+         * (hand-built states only): every corner has a stone, so no action places one there. */
+        if (!miss || (rest & (rest - 1))) continue;
+        for (int k = 0; k < 4; k++) {
+            /* The actions placing both missing corners (first == second when one is missing). */
+            uint64_t captures = touching(first, k) & touching(second, k) & legal[k], carry = ones[k] & captures;
+            ones[k] ^= captures;
+            fours[k] |= twos[k] & carry;
+            twos[k] ^= carry;
+        }
     }
-    int16_t best[GC_NUM_ACTIONS];
-    int count = 0, top = 0;
-    if (threatened) {
-        uint64_t candidates[4] = {legal[0] & (hot | hot >> 7), legal[1] & (hot | hot >> 1),
-                                  legal[2] & (hot | hot << 1), legal[3] & (hot | hot << 7)};
-        for (uint64_t firsts = candidates[0] | candidates[1] | candidates[2] | candidates[3]; firsts;
-             firsts &= firsts - 1) {
-            int first = __builtin_ctzll(firsts);
-            for (int k = 0; k < 4; k++) {
-                if (!(candidates[k] >> first & 1)) continue;
-                uint64_t placed = (1ULL << first) | (1ULL << (first + SECOND_OFFSET[k]));
-                int score = 0;
-                for (int j = 0; j < threatened; j++)
-                    score += (corners[j] & placed) != 0 && (missing[j] & ~placed) == 0;
-                if (score > top) {
-                    top = score;
-                    count = 0;
-                }
-                if (score == top && score > 0) best[count++] = (int16_t)(first * 4 + k);
-            }
+    /* The top score's actions: plane by plane from the highest, those with the bit if any has it. */
+    uint64_t best[4] = {legal[0], legal[1], legal[2], legal[3]};
+    const uint64_t *planes[3] = {fours, twos, ones};
+    int scored = 0;
+    for (int i = 0; i < 3; i++) {
+        uint64_t with[4] = {best[0] & planes[i][0], best[1] & planes[i][1], best[2] & planes[i][2],
+                            best[3] & planes[i][3]};
+        if (with[0] | with[1] | with[2] | with[3]) {
+            memcpy(best, with, sizeof best);
+            scored = 1;
         }
     }
     uint32_t draw = gc_rand(&s->rng);
-    if (count == 0) return nth_action(legal, (int)(draw % (uint32_t)n), pdep);
-    return best[draw % (uint32_t)count];
+    if (!scored) return nth_action(legal, (int)(draw % (uint32_t)n), pdep);
+    return nth_action(best, (int)(draw % (uint32_t)gc_count_actions(best)), pdep);
 }
 
 /* The stones on the squares' grid: point (x, y) (bit 7y + x) to bit 8y + x, the square whose
  * down-right corner it is.  A step from square (x, y) crosses point (x-1, y-1), (x, y-1), (x-1, y)
  * or (x, y) in directions 0-3, so with this board shifted by 9, 8, 1 or 0 bits, bit `src` says
  * whether the step from src crosses a stone (the legal boards hold only on-board steps). */
-static uint64_t stones_by_square(uint64_t stones) {
+static uint64_t stones_by_square_shifts(uint64_t stones) {
     uint64_t squares = 0;
     for (int y = 0; y < 7; y++) squares |= (stones >> 7 * y & 0x7F) << 8 * y;
     return squares;
 }
 
+#if defined(__x86_64__)
+__attribute__((target("bmi2"))) static uint64_t stones_by_square_pdep(uint64_t stones) {
+    return _pdep_u64(stones, 0x007F7F7F7F7F7F7FULL);
+}
+
+/* nth_action for COIN's actions, whose sources are among `coins` (at most six): each coin's four
+ * direction bits side by side, coins in ascending order, make one word of at most 24 bits, whose
+ * index-th set bit names the coin and the direction; no branch. */
+__attribute__((target("bmi2"))) static int nth_coin_action_pdep(const uint64_t masks[4], uint64_t coins, int index) {
+    uint64_t word = _pdep_u64(_pext_u64(masks[0], coins), 0x1111111111111111ULL) |
+                    _pdep_u64(_pext_u64(masks[1], coins), 0x2222222222222222ULL) |
+                    _pdep_u64(_pext_u64(masks[2], coins), 0x4444444444444444ULL) |
+                    _pdep_u64(_pext_u64(masks[3], coins), 0x8888888888888888ULL);
+    int bit = __builtin_ctzll(_pdep_u64(1ULL << index, word));
+    return __builtin_ctzll(_pdep_u64(1ULL << (bit >> 2), coins)) * 4 + (bit & 3);
+}
+#endif
+
+static uint64_t stones_by_square(uint64_t stones, int pdep) {
+#if defined(__x86_64__)
+    if (pdep) return stones_by_square_pdep(stones);
+#endif
+    (void)pdep;
+    return stones_by_square_shifts(stones);
+}
+
+static int nth_coin_action(const uint64_t masks[4], uint64_t coins, int index, int pdep) {
+#if defined(__x86_64__)
+    if (pdep) return nth_coin_action_pdep(masks, coins, index);
+#endif
+    (void)coins;
+    return nth_action(masks, index, pdep);
+}
+
 /* COIN: the same action and draw as gc_bot_random / gc_bot_greedy (greedy: a capturing step if
  * any), on the direction boards. */
 static int coin_pick(gc_state *s, int rollout, int pdep) {
-    uint64_t legal[4];
+    uint64_t legal[4], captures[4];
+    const uint64_t *choices = legal;
     int n = legal_by_direction(s, legal);
     if (n == 0) return -1;
-    if (rollout == GC_ROLLOUT_RANDOM) return nth_action(legal, (int)(gc_rand(&s->rng) % (uint32_t)n), pdep);
-    uint64_t stones = stones_by_square(s->stones);
-    uint64_t captures[4] = {legal[0] & stones << 9, legal[1] & stones << 8, legal[2] & stones << 1, legal[3] & stones};
-    int count = gc_count_actions(captures);
-    uint32_t draw = gc_rand(&s->rng);
-    return count ? nth_action(captures, (int)(draw % (uint32_t)count), pdep)
-                 : nth_action(legal, (int)(draw % (uint32_t)n), pdep);
+    if (rollout == GC_ROLLOUT_GREEDY) {
+        uint64_t stones = stones_by_square(s->stones, pdep);
+        captures[0] = legal[0] & stones << 9;
+        captures[1] = legal[1] & stones << 8;
+        captures[2] = legal[2] & stones << 1;
+        captures[3] = legal[3] & stones;
+        int count = gc_count_actions(captures);
+        if (count) {
+            choices = captures;
+            n = count;
+        }
+    }
+    return nth_coin_action(choices, s->coins, (int)(gc_rand(&s->rng) % (uint32_t)n), pdep);
 }
 
 static int rollout_pick(gc_state *s, int rollout, int pdep) {
@@ -197,7 +243,7 @@ static int rollout_pick(gc_state *s, int rollout, int pdep) {
     return rollout == GC_ROLLOUT_GREEDY ? guerrilla_greedy(s, pdep) : guerrilla_random(s, pdep);
 }
 
-int gc_rollout_pick(gc_state *s, int rollout) { return rollout_pick(s, rollout, fast_pdep()); }
+int gc_rollout_pick(gc_state *s, int rollout, int pdep) { return rollout_pick(s, rollout, pdep && fast_pdep()); }
 
 /* gc_rollout with the pick chosen by the caller (a search decides it once, not per playout). */
 static int play_out(gc_state *s, int rollout, int pdep) {
@@ -219,10 +265,7 @@ static int play_out(gc_state *s, int rollout, int pdep) {
 int gc_rollout(gc_state *s, int rollout) { return play_out(s, rollout, fast_pdep()); }
 
 static int node_legal_count(mcts_node *node, const gc_state *s) {
-    if (node->legal_count < 0) {
-        int16_t legal[GC_NUM_ACTIONS];
-        node->legal_count = (int16_t)gc_legal_actions(s, legal);
-    }
+    if (node->legal_count < 0) node->legal_count = (int16_t)gc_legal_count(s);
     return node->legal_count;
 }
 
@@ -258,15 +301,12 @@ static int select_child(mcts_node *nodes, mcts_node *parent, double exploration)
 }
 
 /* Draws one untried action (legal, ascending, minus the children's moves) and adds its child. */
-static int expand(mcts_node *nodes, int *used, int parent, gc_state *s) {
-    int16_t legal[GC_NUM_ACTIONS], untried[GC_NUM_ACTIONS];
-    uint64_t tried[GC_NUM_ACTIONS / 64] = {0};
+static int expand(mcts_node *nodes, int *used, int parent, gc_state *s, int pdep) {
+    uint64_t untried[4];
+    gc_legal_boards(s, untried);
     for (int i = nodes[parent].first_child; i >= 0; i = nodes[i].next_sibling)
-        tried[nodes[i].move >> 6] |= 1ULL << (nodes[i].move & 63);
-    int n = gc_legal_actions(s, legal), u = 0;
-    for (int i = 0; i < n; i++)
-        if (!(tried[legal[i] >> 6] >> (legal[i] & 63) & 1)) untried[u++] = legal[i];
-    int action = untried[gc_rand(&s->rng) % (uint32_t)u];
+        untried[nodes[i].move & 3] &= ~(1ULL << (nodes[i].move >> 2));
+    int action = nth_action(untried, (int)(gc_rand(&s->rng) % (uint32_t)gc_count_actions(untried)), pdep);
     int mover = s->to_move;
     gc_apply_legal(s, action);
     int child = (*used)++;
@@ -302,7 +342,7 @@ int gc_mcts_choose(gc_state *s, int iterations, double exploration, int rollout,
             node = select_child(nodes, &nodes[node], exploration);
             gc_apply_legal(&sim, nodes[node].move);
         }
-        if (!sim.winner) node = expand(nodes, &used, node, &sim);
+        if (!sim.winner) node = expand(nodes, &used, node, &sim, pdep);
         int winner = play_out(&sim, rollout, pdep);
         for (; node >= 0; node = nodes[node].parent) {
             nodes[node].visits++;

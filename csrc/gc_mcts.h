@@ -21,8 +21,9 @@ int gc_mcts_capacity(const gc_mcts *ws);
 int gc_mcts_choose(gc_state *s, int iterations, double exploration, int rollout, gc_mcts *ws);
 
 /* The rollout policy's pick for the side to move: the same action and the same draw as
- * gc_bot_random / gc_bot_greedy, computed from bitboards.  -1 when no legal action. */
-int gc_rollout_pick(gc_state *s, int rollout);
+ * gc_bot_random / gc_bot_greedy, computed from bitboards (by BMI2's pdep and pext where `pdep`
+ * is nonzero and this CPU runs them fast, as the search does).  -1 when no legal action. */
+int gc_rollout_pick(gc_state *s, int rollout, int pdep);
 
 /* Plays the state to its end with the rollout policy (4096-ply safety cap, then COIN wins)
  * and returns the winner. */

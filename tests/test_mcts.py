@@ -181,16 +181,20 @@ def test_search_is_deterministic_and_continues_the_generator():
     assert a.rng_state != first_rng
 
 
+@pytest.mark.parametrize("pdep", [0, 1])
 @pytest.mark.parametrize("rollout", [0, 1])
-def test_rollout_policy_equals_the_bots_everywhere(rollout):
-    """gc_rollout_pick (bitboard fast path) vs gc_bot_random / gc_bot_greedy over whole games."""
+def test_rollout_policy_equals_the_bots_everywhere(rollout, pdep):
+    """gc_rollout_pick (bitboard fast path, with and without BMI2) vs gc_bot_random /
+    gc_bot_greedy over whole games."""
+    if pdep and not lib.gc_rollout_pdep():
+        pytest.skip("rollouts pick by pdep only on CPUs with a fast BMI2 pdep")
     reference_bot = lib.gc_bot_greedy if rollout else lib.gc_bot_random
     compared = 0
     for seed in range(1, 41):
         game = Game(seed * 7919)
         while not game.is_terminal():
             fast, slow = game.clone(), game.clone()
-            action = lib.gc_rollout_pick(fast._state, rollout)
+            action = lib.gc_rollout_pick(fast._state, rollout, pdep)
             assert action == reference_bot(slow._state)
             assert fast.rng_state == slow.rng_state
             game.rng_state = fast.rng_state
@@ -229,7 +233,22 @@ def test_greedy_pick_handles_an_already_surrounded_coin():
     for seed in range(20):
         fast, slow = game.clone(), game.clone()
         fast.rng_state = slow.rng_state = seed + 1
-        assert lib.gc_rollout_pick(fast._state, 1) == lib.gc_bot_greedy(slow._state)
+        assert lib.gc_rollout_pick(fast._state, 1, 1) == lib.gc_bot_greedy(slow._state)
+        assert fast.rng_state == slow.rng_state
+
+
+@pytest.mark.parametrize("coins", [[18, 19, 20, 26], [18, 19, 20, 26, 27, 28], [18, 27]])
+def test_greedy_pick_counts_past_three_captures(coins):
+    # Hand-built: stones on every corner of squares 18-20 and 26-28 but points 16 and 17, which
+    # only the actions 65 and 70 can fill, so each takes every coin there.  Coins on both square
+    # colours let one action take four or six (a real game's coins keep to the dark squares).
+    stones = [8, 9, 10, 11, 15, 18, 22, 23, 24, 25]
+    game = Game.from_position(stones=stones, coins=coins, to_move=GUERRILLA)
+    for seed in range(1, 21):
+        fast, slow = game.clone(), game.clone()
+        fast.rng_state = slow.rng_state = seed
+        action = lib.gc_rollout_pick(fast._state, 1, 1)
+        assert action == lib.gc_bot_greedy(slow._state) and action in (65, 70)
         assert fast.rng_state == slow.rng_state
 
 
