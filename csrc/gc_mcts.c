@@ -47,6 +47,10 @@ int gc_mcts_capacity(const gc_mcts *ws) { return ws->capacity; }
 /* ---- Rollout policies on bitboards.  They reproduce gc_bot_random / gc_bot_greedy (same
  * action, same single draw) without listing the ~150 Guerrilla actions per ply. ---- */
 
+/* The rollout's helpers are inlined into each compiled copy of its loop (play_out_pdep, play_out_portable),
+ * whose pick path is then a constant. */
+#define ROLLOUT_INLINE static inline __attribute__((always_inline))
+
 /* The index-th action in ascending order (index < the count) of an action set given as four
  * masks, bit `from` of masks[dir] standing for action from*4+dir.  A walk over the sources: a
  * variant that skips 64 actions at a time by popcount measured more instructions (callgrind,
@@ -85,13 +89,14 @@ __attribute__((target("bmi2"))) static int nth_action_pdep(const uint64_t masks[
 static int fast_pdep(void) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    return __builtin_cpu_supports("bmi2") && !__builtin_cpu_is("znver1") && !__builtin_cpu_is("znver2");
+    return __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx2") && !__builtin_cpu_is("znver1") &&
+           !__builtin_cpu_is("znver2");
 #else
     return 0;
 #endif
 }
 
-static int nth_action(const uint64_t masks[4], int index, int pdep) {
+ROLLOUT_INLINE int nth_action(const uint64_t masks[4], int index, int pdep) {
 #if defined(__x86_64__)
     if (pdep) return nth_action_pdep(masks, index);
 #endif
@@ -107,68 +112,63 @@ int gc_nth_action(const uint64_t masks[4], int index, int pdep) {
 
 /* legal[k] has bit `from` set when action from*4+k of the side to move is legal (rules.md §2);
  * returns their count. */
-static int legal_by_direction(const gc_state *s, uint64_t legal[4]) {
+ROLLOUT_INLINE int legal_by_direction(const gc_state *s, uint64_t legal[4]) {
     gc_legal_boards(s, legal);
     return gc_count_actions(legal);
 }
 
-static int guerrilla_random(gc_state *s, int pdep) {
+ROLLOUT_INLINE int guerrilla_random(gc_state *s, int pdep) {
     uint64_t legal[4];
     int n = legal_by_direction(s, legal);
     if (n == 0) return -1;
     return nth_action(legal, (int)(gc_rand(&s->rng) % (uint32_t)n), pdep);
 }
 
-/* Points p whose action in direction k (points p and p + 7, p + 1, p - 1 or p - 7; rules.md §2)
- * places a stone on a point of `points`. */
-static inline uint64_t touching(uint64_t points, int k) {
-    switch (k) {
-    case 0: return points | points >> 7;
-    case 1: return points | points >> 1;
-    case 2: return points | points << 1;
-    default: return points | points << 7;
-    }
-}
+/* The four direction boards of a Guerrilla action set (gc_legal_boards' layout), lane k board k: the
+ * greedy pick's bit planes take one operation for all four.  GCC's vector extension: AVX2 registers
+ * where the build targets them, two SSE2 halves by default. */
+typedef uint64_t boards4 __attribute__((vector_size(32)));
 
 /* Greedy: an action scores the coins it captures, a coin being captured when its missing corners
  * (at most two, else no single action takes it) are among the two points placed.  The scores are
  * counted on the four direction boards at once, in three bit planes (an action touches six
  * squares: three dark ones in play, any six in hand-built states), with no branch per action;
  * the top score's actions, ascending, are gc_bot_greedy's best list. */
-static int guerrilla_greedy(gc_state *s, int pdep) {
+ROLLOUT_INLINE int guerrilla_greedy(gc_state *s, int pdep) {
     uint64_t legal[4];
     int n = legal_by_direction(s, legal);
     if (n == 0) return -1;
-    uint64_t ones[4] = {0, 0, 0, 0}, twos[4] = {0, 0, 0, 0}, fours[4] = {0, 0, 0, 0};
+    boards4 legal4, ones = {0, 0, 0, 0}, twos = ones, fours = ones;
+    memcpy(&legal4, legal, sizeof legal4);
     for (uint64_t coins = s->coins; coins; coins &= coins - 1) {
-        uint64_t miss = GC_SQUARE_CORNERS[__builtin_ctzll(coins)] & ~s->stones;
-        uint64_t first = miss & -miss, rest = miss & ~first, second = rest ? rest : first;
+        uint64_t miss = GC_SQUARE_CORNERS[__builtin_ctzll(coins)] & ~s->stones, rest = miss & (miss - 1);
         /* No action takes a coin missing three or more corners, nor one already surrounded
          * (hand-built states only): every corner has a stone, so no action places one there. */
         if (!miss || (rest & (rest - 1))) continue;
-        for (int k = 0; k < 4; k++) {
-            /* The actions placing both missing corners (first == second when one is missing). */
-            uint64_t captures = touching(first, k) & touching(second, k) & legal[k], carry = ones[k] & captures;
-            ones[k] ^= captures;
-            fours[k] |= twos[k] & carry;
-            twos[k] ^= carry;
-        }
+        /* The actions placing both missing corners (the one twice when one is missing). */
+        int first = __builtin_ctzll(miss), second = rest ? __builtin_ctzll(rest) : first;
+        boards4 captures = *(const boards4 *)GC_POINT_ACTIONS[first] & *(const boards4 *)GC_POINT_ACTIONS[second] &
+                           legal4;
+        boards4 carry = ones & captures;
+        ones ^= captures;
+        fours |= twos & carry;
+        twos ^= carry;
     }
     /* The top score's actions: plane by plane from the highest, those with the bit if any has it. */
-    uint64_t best[4] = {legal[0], legal[1], legal[2], legal[3]};
-    const uint64_t *planes[3] = {fours, twos, ones};
+    boards4 best = legal4, planes[3] = {fours, twos, ones};
     int scored = 0;
     for (int i = 0; i < 3; i++) {
-        uint64_t with[4] = {best[0] & planes[i][0], best[1] & planes[i][1], best[2] & planes[i][2],
-                            best[3] & planes[i][3]};
+        boards4 with = best & planes[i];
         if (with[0] | with[1] | with[2] | with[3]) {
-            memcpy(best, with, sizeof best);
+            best = with;
             scored = 1;
         }
     }
     uint32_t draw = gc_rand(&s->rng);
     if (!scored) return nth_action(legal, (int)(draw % (uint32_t)n), pdep);
-    return nth_action(best, (int)(draw % (uint32_t)gc_count_actions(best)), pdep);
+    uint64_t choices[4];
+    memcpy(choices, &best, sizeof choices);
+    return nth_action(choices, (int)(draw % (uint32_t)gc_count_actions(choices)), pdep);
 }
 
 /* The stones on the squares' grid: point (x, y) (bit 7y + x) to bit 8y + x, the square whose
@@ -199,7 +199,7 @@ __attribute__((target("bmi2"))) static int nth_coin_action_pdep(const uint64_t m
 }
 #endif
 
-static uint64_t stones_by_square(uint64_t stones, int pdep) {
+ROLLOUT_INLINE uint64_t stones_by_square(uint64_t stones, int pdep) {
 #if defined(__x86_64__)
     if (pdep) return stones_by_square_pdep(stones);
 #endif
@@ -207,7 +207,7 @@ static uint64_t stones_by_square(uint64_t stones, int pdep) {
     return stones_by_square_shifts(stones);
 }
 
-static int nth_coin_action(const uint64_t masks[4], uint64_t coins, int index, int pdep) {
+ROLLOUT_INLINE int nth_coin_action(const uint64_t masks[4], uint64_t coins, int index, int pdep) {
 #if defined(__x86_64__)
     if (pdep) return nth_coin_action_pdep(masks, coins, index);
 #endif
@@ -217,7 +217,7 @@ static int nth_coin_action(const uint64_t masks[4], uint64_t coins, int index, i
 
 /* COIN: the same action and draw as gc_bot_random / gc_bot_greedy (greedy: a capturing step if
  * any), on the direction boards. */
-static int coin_pick(gc_state *s, int rollout, int pdep) {
+ROLLOUT_INLINE int coin_pick(gc_state *s, int rollout, int pdep) {
     uint64_t legal[4], captures[4];
     const uint64_t *choices = legal;
     int n = legal_by_direction(s, legal);
@@ -237,7 +237,7 @@ static int coin_pick(gc_state *s, int rollout, int pdep) {
     return nth_coin_action(choices, s->coins, (int)(gc_rand(&s->rng) % (uint32_t)n), pdep);
 }
 
-static int rollout_pick(gc_state *s, int rollout, int pdep) {
+ROLLOUT_INLINE int rollout_pick(gc_state *s, int rollout, int pdep) {
     if (s->winner) return -1;
     if (s->to_move == GC_COIN) return coin_pick(s, rollout, pdep);
     return rollout == GC_ROLLOUT_GREEDY ? guerrilla_greedy(s, pdep) : guerrilla_random(s, pdep);
@@ -245,8 +245,8 @@ static int rollout_pick(gc_state *s, int rollout, int pdep) {
 
 int gc_rollout_pick(gc_state *s, int rollout, int pdep) { return rollout_pick(s, rollout, pdep && fast_pdep()); }
 
-/* gc_rollout with the pick chosen by the caller (a search decides it once, not per playout). */
-static int play_out(gc_state *s, int rollout, int pdep) {
+/* A rollout with every pick and apply inlined, compiled once per pick path below. */
+ROLLOUT_INLINE int play_out_inline(gc_state *s, int rollout, int pdep) {
     for (int ply = 0; !s->winner; ply++) {
         if (ply >= ROLLOUT_PLY_CAP) {
             gc_declare_coin_win(s, GC_END_PLY_CAP);
@@ -257,12 +257,30 @@ static int play_out(gc_state *s, int rollout, int pdep) {
             gc_declare_coin_win(s, GC_END_STALEMATE);
             break;
         }
-        gc_apply_legal(s, action);
+        gc_apply_legal_inline(s, action);
     }
     return s->winner;
 }
 
-int gc_rollout(gc_state *s, int rollout) { return play_out(s, rollout, fast_pdep()); }
+#if defined(__x86_64__)
+/* The pdep pick path, built for the CPUs that take it (fast_pdep: BMI2 and AVX2), so that its
+ * pdep and pext helpers inline and the greedy pick's boards take one AVX2 operation. */
+__attribute__((target("avx2,bmi2"))) static int play_out_pdep(gc_state *s, int rollout) {
+    return play_out_inline(s, rollout, 1);
+}
+#endif
+
+static int play_out_portable(gc_state *s, int rollout) { return play_out_inline(s, rollout, 0); }
+
+/* gc_rollout with the pick chosen by the caller (a search decides it once, not per playout). */
+static int play_out(gc_state *s, int rollout, int pdep) {
+#if defined(__x86_64__)
+    if (pdep) return play_out_pdep(s, rollout);
+#endif
+    return play_out_portable(s, rollout);
+}
+
+int gc_rollout(gc_state *s, int rollout, int pdep) { return play_out(s, rollout, pdep && fast_pdep()); }
 
 static int node_legal_count(mcts_node *node, const gc_state *s) {
     if (node->legal_count < 0) node->legal_count = (int16_t)gc_legal_count(s);

@@ -26,8 +26,8 @@ int gc_mcts_choose(gc_state *s, int iterations, double exploration, int rollout,
 int gc_rollout_pick(gc_state *s, int rollout, int pdep);
 
 /* Plays the state to its end with the rollout policy (4096-ply safety cap, then COIN wins)
- * and returns the winner. */
-int gc_rollout(gc_state *s, int rollout);
+ * and returns the winner; the picks as gc_rollout_pick's with the same `pdep`. */
+int gc_rollout(gc_state *s, int rollout, int pdep);
 
 /* The rollouts' pick of the index-th action (ascending; index < the count) of a set given as four
  * direction masks (gc_legal_boards' layout): by BMI2's pdep where gc_rollout_pdep() (the CPU runs

@@ -166,6 +166,22 @@ static inline uint64_t gc_placeable_points(const gc_state *s) {
     return gc_neighbours(s->stones) & ~s->stones;
 }
 
+/* The steps of a coin on square src that would capture (rules.md §3): bit d set where step d stays on
+ * the board, its destination holds no coin and the point it crosses a stone.  No branch per direction:
+ * in a rollout whether a chain goes on is a coin toss for the branch predictor.  From (x, y) the steps
+ * cross points (x-1, y-1), (x, y-1), (x-1, y), (x, y): bits 0, 1, 7, 8 from point 7y + x - 8, read after
+ * shifting the stones up 8 to keep the amount non-negative; they land on squares src - 9, src - 7,
+ * src + 7, src + 9: bits 0, 2, 16, 18 of the free squares rotated right by src - 9.  An off-board step
+ * reads a wrapped point or square, masked off by GC_COIN_STEPS. */
+static inline unsigned gc_coin_capture_steps(uint64_t stones, uint64_t coins, int src) {
+    uint64_t crossed = (stones << 8) >> (7 * (src >> 3) + (src & 7));
+    unsigned turn = (unsigned)(src - 9) & 63;
+    uint64_t dst = ~coins >> turn | ~coins << ((64 - turn) & 63);
+    uint64_t stone_bits = (crossed & 3) | (crossed >> 5 & 0xC);
+    uint64_t free_bits = (dst & 1) | (dst >> 1 & 2) | (dst >> 14 & 4) | (dst >> 15 & 8);
+    return (unsigned)(stone_bits & free_bits) & GC_COIN_STEPS[src];
+}
+
 /* The legal actions as direction bitboards: bit p of legal[k] is action 4p+k (Guerrilla: first
  * point p, direction k; COIN: source square p, direction k).  All zero once the game is over. */
 static inline void gc_legal_boards(const gc_state *s, uint64_t legal[4]) {
@@ -178,11 +194,8 @@ static inline void gc_legal_boards(const gc_state *s, uint64_t legal[4]) {
         legal[2] = firsts & (empty << 1) & ~GC_POINTS_COL0;  /* left: first - 1 */
         legal[3] = firsts & (empty << 7);                    /* up: first - 7 */
     } else if (s->must_capture) {
-        int src = s->previous_cell;
-        for (int d = 0; d < 4; d++) {
-            int dst = GC_COIN_DST[src][d], crossed = GC_COIN_CROSSED[src][d];
-            legal[d] = (dst >= 0 && !(s->coins >> dst & 1) && (s->stones >> crossed & 1)) ? 1ULL << src : 0;
-        }
+        uint64_t steps = gc_coin_capture_steps(s->stones, s->coins, s->previous_cell);
+        for (int d = 0; d < 4; d++) legal[d] = (steps >> d & 1) << s->previous_cell;
     } else {
         uint64_t free = ~s->coins;
         legal[0] = s->coins & (free << 9) & ~GC_SQUARES_FILE_A;  /* up-left: dst = src - 9 */
@@ -203,6 +216,86 @@ static inline int gc_legal_count(const gc_state *s) {
     uint64_t legal[4];
     gc_legal_boards(s, legal);
     return gc_count_actions(legal);
+}
+
+/* ---- Applying an action (rules.md §2-§4), inline for the MCTS rollouts' loop. */
+static inline void gc_finish(gc_state *s, int winner, int reason) {
+    s->winner = (uint8_t)winner;
+    s->end_reason = (uint8_t)reason;
+}
+
+/* Places one stone, removes the coins it surrounds and runs the checks of rules.md §4.1.
+ * Returns the coins captured; the game may be over afterwards. */
+static inline int gc_place_stone(gc_state *s, int point) {
+    s->stones |= 1ULL << point;
+    s->stones_placed++;
+    int captured = 0;
+    /* Only squares touching the new stone can become surrounded: a coin move never leaves
+     * its coin surrounded (the crossed point, a corner of the destination, is empty after it). */
+    for (uint64_t sq = GC_POINT_SQUARES[point] & s->coins; sq; sq &= sq - 1) {
+        int c = __builtin_ctzll(sq);
+        if ((GC_SQUARE_CORNERS[c] & ~s->stones) == 0) {
+            s->coins &= ~(1ULL << c);
+            captured++;
+        }
+    }
+    if (s->coins == 0) gc_finish(s, GC_GUERRILLA, GC_END_COINS_CLEARED);
+    else if (s->stones_placed >= GC_STONE_SUPPLY) gc_finish(s, GC_COIN, GC_END_STONES_EXHAUSTED);
+    else if (s->stones == 0) gc_finish(s, GC_COIN, GC_END_STONES_WIPED);
+    return captured;
+}
+
+/* A Guerrilla action ended the game after `stones` placements, the last on `point`: the turn
+ * never finished, so its bookkeeping stays visible (observation bytes 116-117). */
+static inline int gc_end_guerrilla_turn(gc_state *s, int point, int stones, int captured) {
+    s->turn_point = (uint8_t)(point + 1);
+    s->turn_stones = (uint8_t)stones;
+    return captured;
+}
+
+/* Whether the side to move has any legal action, by bitboards (no enumeration). */
+static inline int gc_side_has_legal_action(const gc_state *s) {
+    if (s->to_move == GC_GUERRILLA) return (gc_placeable_points(s) & gc_neighbours(~s->stones & GC_POINTS_ALL)) != 0;
+    if (s->must_capture) return 1; /* a chain is only entered when a capture exists */
+    uint64_t free = ~s->coins;
+    /* a coin can step to a free diagonal neighbour: up-left/down-left need x > 0, up-right/down-right x < 7 */
+    return (s->coins & ((((free << 9) | (free >> 7)) & ~GC_SQUARES_FILE_A) |
+                        (((free << 7) | (free >> 9)) & ~GC_SQUARES_FILE_H))) != 0;
+}
+
+/* gc_apply_legal's body, inline for a hot loop of the caller's (the MCTS rollouts). */
+static inline int gc_apply_legal_inline(gc_state *s, int action) {
+    int captured;
+    s->plies++;
+    if (s->to_move == GC_GUERRILLA) {
+        int first = action >> 2, second = GC_SECOND_POINT[first][action & 3];
+        captured = gc_place_stone(s, first);
+        if (s->winner) return gc_end_guerrilla_turn(s, first, 1, captured);
+        captured += gc_place_stone(s, second);
+        if (s->winner) return gc_end_guerrilla_turn(s, second, 2, captured);
+        s->to_move = GC_COIN;
+    } else {
+        int src = action >> 2, d = action & 3;
+        int dst = GC_COIN_DST[src][d], crossed = GC_COIN_CROSSED[src][d];
+        s->coins = (s->coins & ~(1ULL << src)) | (1ULL << dst);
+        captured = (int)(s->stones >> crossed & 1);
+        s->stones &= ~(1ULL << crossed);
+        if (captured && s->stones == 0) {  /* the chain flags stay as they were, as in the reference */
+            gc_finish(s, GC_COIN, GC_END_STONES_WIPED);
+            return captured;
+        }
+        if (captured && gc_coin_capture_steps(s->stones, s->coins, dst)) {
+            s->must_capture = 1;
+            s->previous_cell = (int8_t)dst;
+        } else {
+            s->must_capture = 0;
+            s->previous_cell = -1;
+            s->to_move = GC_GUERRILLA;
+        }
+    }
+    if (!gc_side_has_legal_action(s))
+        gc_finish(s, s->to_move == GC_GUERRILLA ? GC_COIN : GC_GUERRILLA, GC_END_STALEMATE);
+    return captured;
 }
 
 #endif

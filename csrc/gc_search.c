@@ -165,7 +165,7 @@ static float leaf_value(const gc_search_config *c, arena *a, const gc_state *gam
         for (int i = 0; i < c->rollouts; i++) {
             gc_state playout = *game;
             playout.rng = a->rng;
-            total += gc_rollout(&playout, GC_ROLLOUT_GREEDY) == GC_GUERRILLA ? 1.0f : -1.0f;
+            total += gc_rollout(&playout, GC_ROLLOUT_GREEDY, 1) == GC_GUERRILLA ? 1.0f : -1.0f;
             a->rng = playout.rng;
         }
         value = (1.0f - c->rollout_weight) * value + c->rollout_weight * (total / (float)c->rollouts);

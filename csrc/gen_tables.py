@@ -30,6 +30,12 @@ def main():
     lines.append("/* Second point of a Guerrilla action first*4+k, -1 where it is off the grid. */")
     lines.append("static const int8_t GC_SECOND_POINT[49][4] = {" +
                  ", ".join("{" + ", ".join(map(str, s)) + "}" for s in second) + "};")
+    placing = [[sum(1 << q for q in range(49) if second[q][k] >= 0 and g in (q, second[q][k])) for k in range(4)]
+               for g in range(49)]
+    lines.append("/* Guerrilla actions placing a stone on point g, as direction boards: bit q of [g][k] is action")
+    lines.append(" * q*4+k.  Aligned for a load of all four boards at once. */")
+    lines.append("static const uint64_t GC_POINT_ACTIONS[49][4] __attribute__((aligned(32))) = {" +
+                 ", ".join("{" + ", ".join(f"0x{m:x}ULL" for m in row) + "}" for row in placing) + "};")
     diag = [(-1, -1), (1, -1), (-1, 1), (1, 1)]  # d = 0 up-left, 1 up-right, 2 down-left, 3 down-right
     dst, crossed = [], []
     for c in range(64):
@@ -51,6 +57,9 @@ def main():
     lines.append("/* Point crossed by that step (the shared corner of src and dst), -1 if off the board. */")
     lines.append("static const int8_t GC_COIN_CROSSED[64][4] = {" +
                  ", ".join("{" + ", ".join(map(str, r)) + "}" for r in crossed) + "};")
+    lines.append("/* Bit d set where step d from square c stays on the board. */")
+    lines.append("static const uint8_t GC_COIN_STEPS[64] = {" +
+                 ", ".join(str(sum(1 << d for d in range(4) if r[d] >= 0)) for r in dst) + "};")
     lines += ["", "#endif", ""]
     print("\n".join(lines))
 

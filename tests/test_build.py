@@ -1,4 +1,8 @@
 """The engine's cffi declarations are read from csrc/*.h (gcpipe/engine/_build.py), not restated."""
+import subprocess
+import sys
+from pathlib import Path
+
 from gcpipe._engine import ffi, lib
 from gcpipe.engine._build import cdef_of
 
@@ -48,3 +52,10 @@ def test_the_engine_exposes_the_headers_values_and_layouts():
     assert (lib.GC_SQUARES_FILE_H, lib.GC_NET_SIMD_BEST, lib.GC_MCTS_BAD_CONFIG) == (0x8080808080808080, -1, -2)
     assert len(ffi.new("gc_env_log *").hist_n_bank) == lib.GC_LOG_BANKS == 8
     assert lib.gc_neighbours(1) == 0b10000010           # a static inline function, wrapped: points 1 and 7
+
+
+def test_the_geometry_tables_are_their_generators_output():
+    csrc = Path(__file__).resolve().parents[1] / "csrc"
+    generated = subprocess.run([sys.executable, str(csrc / "gen_tables.py")], capture_output=True, text=True,
+                               check=True).stdout
+    assert generated == (csrc / "gc_tables.h").read_text()

@@ -200,9 +200,9 @@ def test_rollout_policy_equals_the_bots_everywhere(rollout, pdep):
             game.rng_state = fast.rng_state
             game.apply_action(action)
             compared += 1
-        # gc_rollout plays the same game in one call.
+        # gc_rollout plays the same game in one call (its loop is compiled once per pick path).
         replay = Game(seed * 7919)
-        assert lib.gc_rollout(replay._state, rollout) == game._state.winner
+        assert lib.gc_rollout(replay._state, rollout, pdep) == game._state.winner
         assert replay == game
     assert compared > 1000
 

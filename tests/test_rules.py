@@ -124,6 +124,26 @@ def test_chain_capture_forces_the_same_coin():
     assert game.stones() == [pt(0, 6)]
 
 
+def test_capture_steps_are_the_on_board_steps_over_a_stone_onto_a_free_square():
+    """gc_coin_capture_steps (the chain's legal steps, a bit per direction) against the geometry of
+    rules.md §1 and §3, on every square of 1,000 random boards with coins on both colours."""
+    from gcpipe._engine import lib
+    draw = np.random.default_rng(3)
+    steps = [(-1, -1), (1, -1), (-1, 1), (1, 1)]  # d = 0 up-left, 1 up-right, 2 down-left, 3 down-right
+    for _ in range(1000):
+        stones, coins = (int(v) for v in draw.integers(0, 2**63, size=2, dtype=np.uint64))
+        stones &= (1 << 49) - 1
+        coins |= int(draw.integers(0, 2)) << 63
+        for src in range(64):
+            x, y, expected = src % 8, src // 8, 0
+            for d, (dx, dy) in enumerate(steps):
+                px, py = x - (dx < 0), y - (dy < 0)  # the corner shared with the destination
+                if 0 <= x + dx < 8 and 0 <= y + dy < 8 and not coins >> (src + 8 * dy + dx) & 1 \
+                        and stones >> pt(px, py) & 1:
+                    expected |= 1 << d
+            assert lib.gc_coin_capture_steps(stones, coins, src) == expected
+
+
 def test_chain_that_wipes_all_stones_wins_mid_chain():
     game = Game.from_position(stones=[pt(2, 2), pt(3, 3)], coins=[sq(2, 2), FAR_COIN], to_move=COIN)
     game.apply_action(c_action(sq(2, 2), 3))
