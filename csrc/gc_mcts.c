@@ -1,4 +1,5 @@
 #include "gc_mcts.h"
+#include "gc_apply.h"
 #include "gc_tables.h"
 #include <math.h>
 #include <stdlib.h>
@@ -85,7 +86,8 @@ __attribute__((target("bmi2"))) static int nth_action_pdep(const uint64_t masks[
 }
 #endif
 
-/* Whether this CPU runs pdep fast: BMI2, but not AMD's Zen 1 and 2, whose pdep is microcoded. */
+/* Whether this CPU takes the pdep path: BMI2 and AVX2 (play_out_pdep is built for both), but not AMD's
+ * Zen 1 and 2, whose pdep is microcoded. */
 static int fast_pdep(void) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
@@ -277,6 +279,7 @@ static int play_out(gc_state *s, int rollout, int pdep) {
 #if defined(__x86_64__)
     if (pdep) return play_out_pdep(s, rollout);
 #endif
+    (void)pdep;
     return play_out_portable(s, rollout);
 }
 

@@ -22,7 +22,7 @@ int gc_mcts_choose(gc_state *s, int iterations, double exploration, int rollout,
 
 /* The rollout policy's pick for the side to move: the same action and the same draw as
  * gc_bot_random / gc_bot_greedy, computed from bitboards (by BMI2's pdep and pext where `pdep`
- * is nonzero and this CPU runs them fast, as the search does).  -1 when no legal action. */
+ * is nonzero and gc_rollout_pdep(), as the search does).  -1 when no legal action. */
 int gc_rollout_pick(gc_state *s, int rollout, int pdep);
 
 /* Plays the state to its end with the rollout policy (4096-ply safety cap, then COIN wins)
@@ -30,8 +30,9 @@ int gc_rollout_pick(gc_state *s, int rollout, int pdep);
 int gc_rollout(gc_state *s, int rollout, int pdep);
 
 /* The rollouts' pick of the index-th action (ascending; index < the count) of a set given as four
- * direction masks (gc_legal_boards' layout): by BMI2's pdep where gc_rollout_pdep() (the CPU runs
- * pdep fast) and `pdep` is set, else by a walk over the sources.  The same action either way. */
+ * direction masks (gc_legal_boards' layout): by BMI2's pdep where gc_rollout_pdep() (the CPU has BMI2
+ * and AVX2 and runs pdep fast) and `pdep` is set, else by a walk over the sources.  The same action
+ * either way. */
 int gc_rollout_pdep(void);
 int gc_nth_action(const uint64_t masks[4], int index, int pdep);
 

@@ -1,4 +1,5 @@
 #include "gc_rules.h"
+#include "gc_apply.h"
 #include "gc_math.h"
 #include "gc_simd_math.h"
 #include <string.h>

@@ -187,7 +187,7 @@ def test_rollout_policy_equals_the_bots_everywhere(rollout, pdep):
     """gc_rollout_pick (bitboard fast path, with and without BMI2) vs gc_bot_random /
     gc_bot_greedy over whole games."""
     if pdep and not lib.gc_rollout_pdep():
-        pytest.skip("rollouts pick by pdep only on CPUs with a fast BMI2 pdep")
+        pytest.skip("rollouts pick by pdep only on CPUs with AVX2 and a fast BMI2 pdep")
     reference_bot = lib.gc_bot_greedy if rollout else lib.gc_bot_random
     compared = 0
     for seed in range(1, 41):
@@ -212,7 +212,7 @@ def test_the_rollouts_nth_action_is_the_index_th_legal_action_by_either_path(pde
     """gc_nth_action against the ascending legal list, at every index of every position of 40
     random games, by the walk and by BMI2's pdep (where this CPU runs it fast)."""
     if pdep and not lib.gc_rollout_pdep():
-        pytest.skip("rollouts pick by pdep only on CPUs with a fast BMI2 pdep")
+        pytest.skip("rollouts pick by pdep only on CPUs with AVX2 and a fast BMI2 pdep")
     masks, checked = ffi.new("uint64_t[4]"), 0
     for seed in range(1, 41):
         game, choice = Game(seed), random.Random(seed)
