@@ -5,7 +5,7 @@ int gc_bot_random(gc_state *s) {
     int16_t legal[GC_NUM_ACTIONS];
     int n = gc_legal_actions(s, legal);
     if (n == 0) return -1;
-    return legal[gc_rand(&s->rng) % (uint32_t)n];
+    return legal[gc_rand_below(&s->rng, (uint32_t)n)];
 }
 
 int gc_bot_greedy(gc_state *s) {
@@ -20,7 +20,7 @@ int gc_bot_greedy(gc_state *s) {
         }
         if (score == top) best[count++] = legal[i];
     }
-    return best[gc_rand(&s->rng) % (uint32_t)count];
+    return best[gc_rand_below(&s->rng, (uint32_t)count)];
 }
 
 int gc_bot_choose(gc_state *s, const gc_bot *bot, gc_mcts *ws) {

@@ -12,6 +12,14 @@ COIN_STEPS = ((-1, -1), (1, -1), (-1, 1), (1, 1))     # d: up-left, up-right, do
 START_COINS = ((3, 2), (2, 3), (4, 3), (3, 4), (5, 4), (4, 5))
 
 
+def park_miller(state: int) -> int:
+    """rules.md §8, BSD rand_r in Schrage's form: the next generator state, which is also the draw."""
+    s = state or 123459876
+    hi, lo = divmod(s, 127773)
+    x = 16807 * lo - 2836 * hi
+    return x + 2147483647 if x < 0 else x
+
+
 def on_grid(gx, gy):
     return 0 <= gx < 7 and 0 <= gy < 7
 

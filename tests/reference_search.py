@@ -12,16 +12,10 @@ import numpy as np
 from gcpipe._engine import lib
 from gcpipe.engine import Game
 from gcpipe.nn.inference import OUTPUTS, CompiledNet
+from oracle import park_miller
 
 F = np.float32
 
-
-def park_miller(state: int) -> int:
-    """rules.md §8: the next generator state (= the draw)."""
-    s = state or 123459876
-    hi, lo = divmod(s, 127773)
-    x = 16807 * lo - 2836 * hi
-    return x + 2147483647 if x < 0 else x
 
 
 def visit_sequence(k: int, sims: int) -> list[int]:

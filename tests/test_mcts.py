@@ -16,6 +16,7 @@ from gcpipe.engine.bots import Bot, BotSpec, play_games
 from gcpipe.errors import UserError
 from gcpipe.match import game_seed
 from gcpipe.players import parse_spec
+from oracle import park_miller
 
 
 def spec(text: str) -> BotSpec:
@@ -23,12 +24,6 @@ def spec(text: str) -> BotSpec:
     player = parse_spec(text)
     return BotSpec(player.kind, **player.settings)
 
-
-def park_miller(state: int) -> int:
-    """rules.md §8, BSD rand_r: the next state, which is also the draw."""
-    s = state or 123459876
-    x = 16807 * (s % 127773) - 2836 * (s // 127773)
-    return x + 2147483647 if x < 0 else x
 
 
 class Draws:

@@ -6,7 +6,9 @@ import pytest
 
 from gcpipe.engine import COIN, GUERRILLA, MAX_GAME_LENGTH, TERMINAL_PLAYER, Game, GameBatch, IllegalActionError
 from gcpipe.engine.bots import BotSpec, play_games
+from gcpipe._engine import ffi, lib
 from gcpipe.errors import UserError
+from oracle import park_miller
 
 
 def pt(gx, gy):
@@ -250,6 +252,27 @@ def test_clone_is_independent(duplicate):
     assert other == game
     other.apply_action(other.legal_actions()[0])
     assert game.plies == 0 and other.plies == 1
+
+
+def test_the_generator_is_rand_r_and_its_bounded_draw_the_remainder():
+    """rules.md §8: gc_rand is BSD rand_r's step (the oracle's Schrage form) on the states where
+    the engine's folded product could slip — 0, the modulus and its multiples, 2^32 - 1, states
+    whose draw is the largest or 0 — and on random ones; gc_rand_below(n) is that draw mod n for
+    every n of 1..256."""
+    m = 2**31 - 1
+    inverse = pow(16807, -1, m)
+    top_draws = [(d * inverse) % m for d in (m - 1, m - 2, 1, 127773)]   # states drawing these
+    edges = [0, 1, 2, 127772, 127773, 127774, m - 1, m, m + 1, 2 * m, 2 * m + 1, 2**31, 2**32 - 1]
+    states = edges + top_draws + np.random.default_rng(8).integers(0, 2**32, 2000).tolist()
+    state = ffi.new("uint32_t *")
+    for s in states:
+        state[0] = s
+        assert (lib.gc_rand(state), state[0]) == (park_miller(s), park_miller(s)), s
+    for n in range(1, 257):
+        for s in edges + top_draws + states[-40:]:
+            state[0] = s
+            assert lib.gc_rand_below(state, n) == park_miller(s) % n, (s, n)
+            assert state[0] == park_miller(s)
 
 
 def test_a_batch_game_draws_from_its_own_generator():

@@ -8,6 +8,7 @@ import pytest
 from gcpipe.engine import COIN as C, GUERRILLA as G, NO_SIDE, Game, VecEnv
 from gcpipe.engine.bots import Bot, BotSpec, kinds_by_side
 from gcpipe.errors import UserError
+from oracle import park_miller
 
 OBS_G, OBS_C = 1, 2  # the side to move in observation byte 113 (rules.md §5)
 PASS = 255
@@ -27,12 +28,6 @@ def splitmix64(state: int) -> tuple[int, int]:
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & U64
     return state, z ^ (z >> 31)
 
-
-def park_miller(state: int) -> int:
-    s = state or 123459876
-    hi, lo = divmod(s, 127773)
-    x = 16807 * lo - 2836 * hi
-    return x + 2147483647 if x < 0 else x
 
 
 def first_draw(seed: int, index: int) -> int:
