@@ -21,6 +21,7 @@ typedef struct {
 
 struct gc_mcts {
     int capacity;
+    int portable;  /* gc_mcts_set_portable */
     mcts_node *nodes;
 };
 
@@ -34,6 +35,7 @@ gc_mcts *gc_mcts_new(int max_nodes) {
         return NULL;
     }
     ws->capacity = max_nodes;
+    ws->portable = 0;
     return ws;
 }
 
@@ -44,6 +46,8 @@ void gc_mcts_free(gc_mcts *ws) {
 }
 
 int gc_mcts_capacity(const gc_mcts *ws) { return ws->capacity; }
+
+void gc_mcts_set_portable(gc_mcts *ws, int portable) { ws->portable = portable != 0; }
 
 /* ---- Rollout policies on bitboards.  They reproduce gc_bot_random / gc_bot_greedy (same
  * action, same single draw) without listing the ~150 Guerrilla actions per ply. ---- */
@@ -331,7 +335,7 @@ __attribute__((target("avx"))) static int select_child_avx(mcts_node *nodes, mct
     int best = -1;
     double best_value = -INFINITY;
     for (int i = parent->first_child; i >= 0;) {
-        /* Lanes past the last child: index -1, visits 1 (read, never chosen). */
+        /* Lanes past the last child: index -1, the first child's values (computed, never chosen). */
         int index[4] = {-1, -1, -1, -1};
         for (int k = 0; k < 4 && i >= 0; k++, i = nodes[i].next_sibling) index[k] = i;
         const mcts_node *n0 = &nodes[index[0]], *n1 = index[1] < 0 ? n0 : &nodes[index[1]],
@@ -401,7 +405,7 @@ int gc_mcts_choose(gc_state *s, int iterations, double exploration, int rollout,
     nodes[0].legal_count = (int16_t)n;
     /* The search's draws continue the live game's sequence (rules.md §7-§8). */
     uint32_t rng = s->rng;
-    int pdep = fast_pdep(), avx = has_avx();
+    int pdep = !ws->portable && fast_pdep(), avx = !ws->portable && has_avx();
     for (int it = 0; it < iterations; it++) {
         gc_state sim = *s;
         sim.rng = rng;

@@ -15,6 +15,11 @@ gc_mcts *gc_mcts_new(int max_nodes);
 void gc_mcts_free(gc_mcts *ws);
 int gc_mcts_capacity(const gc_mcts *ws);
 
+/* Makes the workspace's searches take the portable code (the rollouts' walk picks, the scalar
+ * selection) even on a CPU that runs the fast paths (pdep picks, AVX selection), for tests to
+ * compare the two on one machine: the same results.  A new workspace takes the fast paths. */
+void gc_mcts_set_portable(gc_mcts *ws, int portable);
+
 /* Runs the search for the side to move and returns the chosen action.  The state is not
  * changed except for its generator, which advances by exactly the search's draws.
  * `rollout` is GC_ROLLOUT_RANDOM or GC_ROLLOUT_GREEDY. */

@@ -17,7 +17,6 @@ from oracle import park_miller
 F = np.float32
 
 
-
 def visit_sequence(k: int, sims: int) -> list[int]:
     """mctx's get_sequence_of_considered_visits."""
     if k <= 1:

@@ -25,7 +25,6 @@ def spec(text: str) -> BotSpec:
     return BotSpec(player.kind, **player.settings)
 
 
-
 class Draws:
     def __init__(self, state: int):
         self.state = state
@@ -99,8 +98,10 @@ def reference_mcts(game: Game, iterations: int, c: float, rollout: str) -> int:
     return best.move
 
 
-def c_mcts(game: Game, iterations: int, c: float = 0.7, rollout: str = "greedy") -> int:
+def c_mcts(game: Game, iterations: int, c: float = 0.7, rollout: str = "greedy", portable: bool = False) -> int:
+    """The C search's move; `portable`: by the code for CPUs without pdep or AVX."""
     pool = ffi.gc(lib.gc_mcts_new(iterations + 1), lib.gc_mcts_free)
+    lib.gc_mcts_set_portable(pool, portable)
     return lib.gc_mcts_choose(game._state, iterations, c, {"random": 0, "greedy": 1}[rollout], pool)
 
 
@@ -116,13 +117,14 @@ def position_after(seed: int, plies: int) -> Game:
 POSITIONS = [(11, 0), (12, 6), (13, 15), (14, 24), (15, 9)]
 
 
+@pytest.mark.parametrize("portable", [False, True])
 @pytest.mark.parametrize("seed,plies", POSITIONS)
 @pytest.mark.parametrize("iterations,rollout", [(40, "random"), (260, "random"), (60, "greedy")])
-def test_c_search_matches_the_reference_draw_for_draw(seed, plies, iterations, rollout):
+def test_c_search_matches_the_reference_draw_for_draw(seed, plies, iterations, rollout, portable):
     position = position_after(seed, plies)
     assert not position.is_terminal()
     ours, theirs = position.clone(), position.clone()
-    assert c_mcts(ours, iterations, 0.7, rollout) == reference_mcts(theirs, iterations, 0.7, rollout)
+    assert c_mcts(ours, iterations, 0.7, rollout, portable) == reference_mcts(theirs, iterations, 0.7, rollout)
     assert ours.rng_state == theirs.rng_state != position.rng_state
     assert ours == theirs   # the position itself is untouched
 
@@ -136,9 +138,10 @@ def test_reference_agreement_covers_deep_trees_and_coin_chains():
     for position, iterations, c in [(chain, 120, 0.7), (position_after(21, 40), 300, 2.0)]:
         if position.is_terminal():
             continue
-        ours, theirs = position.clone(), position.clone()
-        assert c_mcts(ours, iterations, c, "random") == reference_mcts(theirs, iterations, c, "random")
-        assert ours.rng_state == theirs.rng_state
+        for portable in (False, True):
+            ours, theirs = position.clone(), position.clone()
+            assert c_mcts(ours, iterations, c, "random", portable) == reference_mcts(theirs, iterations, c, "random")
+            assert ours.rng_state == theirs.rng_state
 
 
 def test_single_legal_action_returns_it_without_a_draw():

@@ -4,9 +4,9 @@ import copy
 import numpy as np
 import pytest
 
+from gcpipe._engine import ffi, lib
 from gcpipe.engine import COIN, GUERRILLA, MAX_GAME_LENGTH, TERMINAL_PLAYER, Game, GameBatch, IllegalActionError
 from gcpipe.engine.bots import BotSpec, play_games
-from gcpipe._engine import ffi, lib
 from gcpipe.errors import UserError
 from oracle import park_miller
 

@@ -29,7 +29,6 @@ def splitmix64(state: int) -> tuple[int, int]:
     return state, z ^ (z >> 31)
 
 
-
 def first_draw(seed: int, index: int) -> int:
     return splitmix64(((seed << 32) + index) & U64)[1]
 
