@@ -161,7 +161,8 @@ ROLLOUT_INLINE int guerrilla_greedy(gc_state *s, int pdep) {
         fours |= twos & carry;
         twos ^= carry;
     }
-    /* The top score's actions: plane by plane from the highest, those with the bit if any has it. */
+    /* The top score's actions: plane by plane from the highest, those with the bit if any has it
+     * (all n legal actions where none captures). */
     boards4 best = legal4, planes[3] = {fours, twos, ones};
     int scored = 0;
     for (int i = 0; i < 3; i++) {
@@ -171,10 +172,10 @@ ROLLOUT_INLINE int guerrilla_greedy(gc_state *s, int pdep) {
             scored = 1;
         }
     }
-    if (!scored) return nth_action(legal, (int)gc_rand_below(&s->rng, (uint32_t)n), pdep);
     uint64_t choices[4];
     memcpy(choices, &best, sizeof choices);
-    return nth_action(choices, (int)gc_rand_below(&s->rng, (uint32_t)gc_count_actions(choices)), pdep);
+    int count = scored ? gc_count_actions(choices) : n;
+    return nth_action(choices, (int)gc_rand_below(&s->rng, (uint32_t)count), pdep);
 }
 
 /* The stones on the squares' grid: point (x, y) (bit 7y + x) to bit 8y + x, the square whose
