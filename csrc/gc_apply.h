@@ -39,14 +39,17 @@ static inline int gc_end_guerrilla_turn(gc_state *s, int point, int stones, int 
     return captured;
 }
 
-/* Whether the side to move has any legal action, by bitboards (no enumeration). */
+/* Whether the side to move has any legal action, by bitboards (no enumeration; the compiler folds
+ * the union of the four boards into one mask). */
 static inline int gc_side_has_legal_action(const gc_state *s) {
-    if (s->to_move == GC_GUERRILLA) return (gc_placeable_points(s) & gc_neighbours(~s->stones & GC_POINTS_ALL)) != 0;
-    if (s->must_capture) return 1; /* a chain is only entered when a capture exists */
-    uint64_t free = ~s->coins;
-    /* a coin can step to a free diagonal neighbour: up-left/down-left need x > 0, up-right/down-right x < 7 */
-    return (s->coins & ((((free << 9) | (free >> 7)) & ~GC_SQUARES_FILE_A) |
-                        (((free << 7) | (free >> 9)) & ~GC_SQUARES_FILE_H))) != 0;
+    uint64_t legal[4];
+    if (s->to_move == GC_GUERRILLA)
+        gc_guerrilla_boards(s, legal);
+    else if (s->must_capture)
+        return 1; /* a chain is only entered when a capture exists */
+    else
+        gc_coin_step_boards(s->coins, legal);
+    return (legal[0] | legal[1] | legal[2] | legal[3]) != 0;
 }
 
 /* gc_apply_legal's body, inline for a hot loop of the caller's (the MCTS rollouts). */

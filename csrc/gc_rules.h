@@ -188,26 +188,36 @@ static inline unsigned gc_coin_capture_steps(uint64_t stones, uint64_t coins, in
     return (unsigned)(stone_bits & free_bits) & GC_COIN_STEPS[src];
 }
 
+/* The Guerrilla's placements, as direction bitboards (below): first point p, direction k. */
+static inline void gc_guerrilla_boards(const gc_state *s, uint64_t legal[4]) {
+    uint64_t empty = ~s->stones & GC_POINTS_ALL, firsts = gc_placeable_points(s);
+    legal[0] = firsts & (empty >> 7);                    /* down: second = first + 7 */
+    legal[1] = firsts & (empty >> 1) & ~GC_POINTS_COL6;  /* right: first + 1 */
+    legal[2] = firsts & (empty << 1) & ~GC_POINTS_COL0;  /* left: first - 1 */
+    legal[3] = firsts & (empty << 7);                    /* up: first - 7 */
+}
+
+/* The COIN's steps outside a capture chain, as direction bitboards: source square p, direction k. */
+static inline void gc_coin_step_boards(uint64_t coins, uint64_t legal[4]) {
+    uint64_t free = ~coins;
+    legal[0] = coins & (free << 9) & ~GC_SQUARES_FILE_A;  /* up-left: dst = src - 9 */
+    legal[1] = coins & (free << 7) & ~GC_SQUARES_FILE_H;  /* up-right: src - 7 */
+    legal[2] = coins & (free >> 7) & ~GC_SQUARES_FILE_A;  /* down-left: src + 7 */
+    legal[3] = coins & (free >> 9) & ~GC_SQUARES_FILE_H;  /* down-right: src + 9 */
+}
+
 /* The legal actions as direction bitboards: bit p of legal[k] is action 4p+k (Guerrilla: first
  * point p, direction k; COIN: source square p, direction k).  All zero once the game is over. */
 static inline void gc_legal_boards(const gc_state *s, uint64_t legal[4]) {
     if (s->winner) {
         legal[0] = legal[1] = legal[2] = legal[3] = 0;
     } else if (s->to_move == GC_GUERRILLA) {
-        uint64_t empty = ~s->stones & GC_POINTS_ALL, firsts = gc_placeable_points(s);
-        legal[0] = firsts & (empty >> 7);                    /* down: second = first + 7 */
-        legal[1] = firsts & (empty >> 1) & ~GC_POINTS_COL6;  /* right: first + 1 */
-        legal[2] = firsts & (empty << 1) & ~GC_POINTS_COL0;  /* left: first - 1 */
-        legal[3] = firsts & (empty << 7);                    /* up: first - 7 */
+        gc_guerrilla_boards(s, legal);
     } else if (s->must_capture) {
         uint64_t steps = gc_coin_capture_steps(s->stones, s->coins, s->previous_cell);
         for (int d = 0; d < 4; d++) legal[d] = (steps >> d & 1) << s->previous_cell;
     } else {
-        uint64_t free = ~s->coins;
-        legal[0] = s->coins & (free << 9) & ~GC_SQUARES_FILE_A;  /* up-left: dst = src - 9 */
-        legal[1] = s->coins & (free << 7) & ~GC_SQUARES_FILE_H;  /* up-right: src - 7 */
-        legal[2] = s->coins & (free >> 7) & ~GC_SQUARES_FILE_A;  /* down-left: src + 7 */
-        legal[3] = s->coins & (free >> 9) & ~GC_SQUARES_FILE_H;  /* down-right: src + 9 */
+        gc_coin_step_boards(s->coins, legal);
     }
 }
 
