@@ -84,6 +84,23 @@ def test_single_cell_matches_the_closed_form():
     np.testing.assert_allclose(ratings.ci95, [half_width / 2] * 2, rtol=1e-6)
 
 
+def test_a_lopsided_field_reaches_the_maximum_likelihood():
+    """From 0, scipy's hybrid root finder stalls on this field (a 10-0 cell beside a 948-52 one)
+    and the fit raised; the ratings are the optimum an independent Newton iteration reaches
+    (gradient 5e-14), and the log-likelihood's gradient vanishes there."""
+    cells = [("p0", "p0", 3, 7), ("p0", "p1", 4, 6), ("p1", "p0", 10, 0), ("p1", "p1", 948, 52)]
+    ratings = fit_elo(CrossTable.from_cells(cells))
+    assert np.round(ratings.elo, 3).tolist() == [1305.915, 1887.214, 1423.149, 1383.722]
+    theta = {entity: elo * math.log(10) / 400 for entity, elo in zip(ratings.entities, ratings.elo)}
+    gradient = dict.fromkeys(theta, 0.0)
+    for g, c, g_wins, c_wins in cells:      # d(log-likelihood)/d(rating), half-game priors included
+        d = theta[(g, "guerrilla")] - theta[(c, "coin")]
+        residual = g_wins + 0.5 - (g_wins + c_wins + 1) / (1 + math.exp(-d))
+        gradient[(g, "guerrilla")] += residual
+        gradient[(c, "coin")] -= residual
+    assert max(map(abs, gradient.values())) < 1e-9
+
+
 def test_more_games_give_narrower_intervals(published):
     fourfold = CrossTable.from_cells([(g, c, 4 * gw, 4 * cw) for g, c, gw, cw in published.cells()])
     few, many = fit_elo(published), fit_elo(fourfold)

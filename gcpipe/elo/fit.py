@@ -161,8 +161,16 @@ def fit_elo(table: CrossTable, anchor: Anchor = Anchor()) -> EloRatings:
     # minimize's trust-exact and Newton-CG stop up to 1e-3 Elo short on ill-conditioned fields
     # (near the optimum their acceptance tests compare function values whose differences drown
     # in rounding), which would change the tables' last written decimal.
-    result = scipy.optimize.root(lambda free: objective(free)[1], np.zeros(n - 1), jac=hessian_free,
-                                 method="hybr", options={"xtol": 1e-12})
+    def solve(start):
+        return scipy.optimize.root(lambda free: objective(free)[1], start, jac=hessian_free, method="hybr",
+                                   options={"xtol": 1e-12})
+
+    result = solve(np.zeros(n - 1))
+    if not result.success:
+        # The hybrid method converges only from near enough: from 0 it stalls on some lopsided
+        # fields (a 10-0 cell beside a 948-52 one).  Newton steps with a backtracking line search
+        # descend the convex objective from anywhere; it finishes from where they stop.
+        result = solve(_damped_newton(objective, hessian_free, np.zeros(n - 1)))
     if not result.success:
         raise RuntimeError(f"Bradley–Terry fit did not converge: {result.message}")
     free = result.x
@@ -189,6 +197,28 @@ def fit_elo(table: CrossTable, anchor: Anchor = Anchor()) -> EloRatings:
                       ci95=Z95 * ELO_PER_NAT * np.sqrt(variance),
                       games=games.astype(int), wins=wins.astype(int), anchor=anchor,
                       log_likelihood=-negative_ll, covariance=ELO_PER_NAT ** 2 * covariance)
+
+
+def _damped_newton(objective, hessian, x, steps: int = 200):
+    """Newton's method with a backtracking (Armijo) line search on a smooth strictly convex
+    objective -> (value, gradient): each step lowers the value, so it converges from any start.
+    Stops when a full step no longer lowers the value (the optimum to rounding) or after `steps`."""
+    value, gradient = objective(x)
+    for _ in range(steps):
+        direction = np.linalg.solve(hessian(x), gradient)
+        slope = float(gradient @ direction)
+        if not slope > 0:
+            break
+        t = 1.0
+        while True:
+            trial_value, trial_gradient = objective(x - t * direction)
+            if trial_value <= value - 1e-4 * t * slope:
+                break
+            t /= 2
+            if t < 1e-12:
+                return x
+        x, value, gradient = x - t * direction, trial_value, trial_gradient
+    return x
 
 
 def _per_entity(entity_index, values, n):
