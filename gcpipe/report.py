@@ -53,6 +53,8 @@ def read_metrics(path) -> dict[str, list[float]]:
         raise UserError(f"metrics file {path} does not exist") from None
     except OSError as error:
         raise UserError(f"cannot read metrics file {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise UserError(f"metrics file {path} is not UTF-8 text (byte {error.start})") from None
     rows = list(csv.reader(io.StringIO(text)))
     if not rows or STEP not in rows[0]:
         raise UserError(f"{path} is not a training metrics file: no '{STEP}' column in its header")

@@ -33,6 +33,17 @@ import os
 import sys
 
 SPIN_COUNT = "1000"
+# More threads than any machine has cores: torch's set_num_threads crashes (a segfault) far above it.
+MAX_THREADS = 1024
+
+
+def set_threads(threads, flag: str = "--threads") -> None:
+    """torch.set_num_threads(threads) after checking it: an integer in 1..MAX_THREADS."""
+    from gcpipe.errors import UserError, is_int
+    if not is_int(threads) or not 1 <= threads <= MAX_THREADS:
+        raise UserError(f"{flag} must be an integer in 1..{MAX_THREADS}, got {threads!r}")
+    import torch
+    torch.set_num_threads(int(threads))
 
 
 def short_spin() -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from gcpipe.config import load_config
-from gcpipe.match.ledger import read_ledger
+from gcpipe.errors import UserError
+from gcpipe.match.ledger import LedgerWriter, merge_shards, read_ledger
 from gcpipe.train.config import make_config
 from gcpipe.train.run import PREVIOUS_STATE_FILE, STATE_FILE, train
 
@@ -111,6 +112,28 @@ def test_a_second_match_on_the_same_ledger_is_refused_naming_the_first(tmp_path)
     assert [record["game"] for record in read_ledger(ledger)] == list(range(80))
     before = ledger.read_bytes()
     assert run("match", *args).returncode == 0 and ledger.read_bytes() == before
+
+
+def test_a_merge_onto_a_ledger_a_match_is_writing_is_refused(tmp_path):
+    """merge replaces its output whole: onto a ledger a match holds, the match's games would be lost."""
+    shard = tmp_path / "r__g-0-4.jsonl"
+    assert run("match", "random", "greedy", "--games", 4, "--workers", 1, "--out", shard, "--quiet").returncode == 0
+    out = tmp_path / "r__g.jsonl"
+    with LedgerWriter(out) as writer:           # as a running match holds it
+        writer.extend(read_ledger(shard)[:2])
+        with pytest.raises(UserError, match=rf"ledger {out} is being written by process {os.getpid()}; wait"):
+            merge_shards([shard], out)
+    assert [record["game"] for record in read_ledger(out)] == [0, 1]
+
+
+@pytest.mark.parametrize("command", ["match", "merge"])
+def test_a_ledger_named_json_is_refused_before_its_summary_could_replace_it(tmp_path, command):
+    shard = tmp_path / "s.jsonl"
+    assert run("match", "random", "greedy", "--games", 2, "--workers", 1, "--out", shard, "--quiet").returncode == 0
+    out = tmp_path / "cell.json"
+    args = (["match", "random", "greedy", "--games", 2, "--workers", 1] if command == "match" else ["merge", shard])
+    one_line_error(run(*args, "--out", out), rf"ledger {out} ends in .json, the name its summary takes beside it")
+    assert not out.exists()
 
 
 def test_a_second_training_of_the_same_run_folder_is_refused_naming_the_first(tmp_path):
@@ -495,6 +518,14 @@ def test_other_bad_arguments_are_one_line(tmp_path, files):
                    r"--out \S+/dir/ is a folder; give the merged ledger's file name")
     one_line_error(run("merge", files / "r__g.jsonl", "--games", 0, "--out", tmp_path / "m.jsonl"),
                    r"--games must be an integer >= 1, got 0$")
+    # torch's set_num_threads crashed (a segfault, no message) far above any core count.
+    one_line_error(run("train", "tiny", "--config", files / "c.yaml", "--out", tmp_path / "t", "--threads", 100000),
+                   r"--threads must be an integer in 1\.\.1024, got 100000$")
+    one_line_error(run("bench", "train", "--threads", 0), r"--threads must be an integer in 1\.\.1024, got 0$")
+    not_utf8 = tmp_path / "metrics.csv"
+    not_utf8.write_bytes(b"global_step,sps\n1,2\nx\xe9\n")
+    one_line_error(run("plot-training", not_utf8, "--out", tmp_path / "p.png"),
+                   rf"metrics file {not_utf8} is not UTF-8 text \(byte 21\)$")
 
 
 # --- smaller holes -----------------------------------------------------------------------------

@@ -105,6 +105,19 @@ def test_a_calibration_into_a_folder_is_refused_before_any_game(tmp_path, net_fi
         write_calibration(net_file, tmp_path, games=10)
 
 
+def test_calibrate_refuses_to_write_over_its_checkpoint_and_a_seed_out_of_range(tmp_path, net_file):
+    copy = tmp_path / "net.bin"
+    copy.write_bytes(net_file.read_bytes())
+    with pytest.raises(UserError, match=rf"--out {copy} is the checkpoint itself"):
+        write_calibration(copy, copy, games=10)
+    assert copy.read_bytes() == net_file.read_bytes()
+    for seed in (-1, 2**32):
+        with pytest.raises(UserError, match=rf"a seed is an unsigned 32-bit integer, got {seed}"):
+            calibrate(net_file, games=10, seed=seed)
+        with pytest.raises(UserError, match=rf"a seed is an unsigned 32-bit integer, got {seed}"):
+            value_accuracy(net_file, games=1, simulations=2, seed=seed)
+
+
 def test_values_refuses_one_name_twice_and_a_file_for_its_folder_before_any_game(tmp_path, net_file):
     from typer.testing import CliRunner
 

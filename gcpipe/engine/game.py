@@ -121,7 +121,7 @@ class Game:
 
     def __init__(self, seed: int = 0):
         self._state = ffi.new("gc_state *")
-        lib.gc_reset(self._state, _uint32(seed))
+        lib.gc_reset(self._state, check_seed(seed))
 
     # -- queries ---------------------------------------------------------------------------
     def current_player(self) -> int:
@@ -178,7 +178,7 @@ class Game:
 
     @rng_state.setter
     def rng_state(self, value: int) -> None:
-        self._state.rng = _uint32(value)
+        self._state.rng = check_seed(value)
 
     def stones(self) -> list[int]:
         return [g for g in range(NUM_POINTS) if self._state.stones >> g & 1]
@@ -289,7 +289,7 @@ class Game:
         placed = len(set(stones)) if stones_placed is None else stones_placed
         return cls._parse(f"{_SERIAL_PREFIX} {stone_bits:x} {coin_bits:x} {side_to_c(to_move)} "
                                f"{int(chain_coin is not None)} {-1 if chain_coin is None else chain_coin} "
-                               f"{placed} 0 0 0 {_uint32(seed)} 0 0")
+                               f"{placed} 0 0 0 {check_seed(seed)} 0 0")
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Game) and self.serialize() == other.serialize()
@@ -329,7 +329,8 @@ def _outside_rule(reason: str) -> int:
     return END_REASONS.index(reason)
 
 
-def _uint32(value: int) -> int:
+def check_seed(value: int) -> int:
+    """A game seed (a generator state): an unsigned 32-bit integer, else a UserError."""
     if not is_int(value) or not 0 <= value < 2**32:
         raise UserError(f"a seed is an unsigned 32-bit integer, got {value!r}")
     return int(value)
@@ -379,7 +380,7 @@ class GameBatch:
 
     def reset(self, i: int, seed: int) -> None:
         self._observed = None
-        lib.gc_reset(self._c_states + self._index(i), _uint32(seed))
+        lib.gc_reset(self._c_states + self._index(i), check_seed(seed))
 
     def game(self, i: int) -> Game:
         """A copy of game i as a Game."""

@@ -86,6 +86,12 @@ def summary_path_for(ledger_path) -> Path:
     return Path(ledger_path).with_suffix(".json")
 
 
+def _check_ledger_name(path: Path) -> None:
+    """A ledger named *.json would be its own summary: the summary's write would replace its games."""
+    if summary_path_for(path) == path:
+        raise UserError(f"ledger {path} ends in .json, the name its summary takes beside it; name it .jsonl")
+
+
 def _record_problem(record) -> str | None:
     """Why `record` is not a valid ledger record, or None if it is."""
     if not isinstance(record, dict):
@@ -220,10 +226,16 @@ class LedgerWriter:
         return {record["game"] for record in self.records}
 
     def __enter__(self):
+        _check_ledger_name(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._handle = open(self.path, "ab")
         try:
             lock_or_refuse(self._handle.fileno(), self.path, "ledger")
+            # A merge may have replaced the file between the open and the lock: lock the one there now.
+            while os.fstat(self._handle.fileno()).st_ino != os.stat(self.path).st_ino:
+                self._handle.close()
+                self._handle = open(self.path, "ab")
+                lock_or_refuse(self._handle.fileno(), self.path, "ledger")
             # Under the lock, a leftover temp file of this ledger's summary is a killed writer's.
             remove_stale_temps(self.path.parent, summary_path_for(self.path).name)
             self.records, intact_bytes = _parse(self.path)
@@ -340,6 +352,7 @@ def merge_shards(shard_paths, out_path, games: int | None = None) -> list[dict]:
         raise UserError("merge needs at least one shard ledger")
     if Path(out_path).is_dir() or str(out_path).endswith(("/", os.sep)):
         raise UserError(f"--out {out_path} is a folder; give the merged ledger's file name (G__C.jsonl)")
+    _check_ledger_name(Path(out_path))
     merged: dict[int, dict] = {}
     source: dict[int, Path] = {}
     first = None
@@ -367,7 +380,10 @@ def merge_shards(shard_paths, out_path, games: int | None = None) -> list[dict]:
                   else f"unexpected game(s) {format_ranges(extra)}")
         raise UserError(f"shards do not cover games 0..{expected - 1}: {detail}")
     records = [merged[game] for game in range(expected)]
-    atomic_write_text(out_path, "".join(encode_record(record) for record in records))
+    # Under the ledger's lock, as a match writes it: a match writing it now is refused, not overwritten.
+    with open(out_path, "ab") as held:
+        lock_or_refuse(held.fileno(), Path(out_path), "ledger")
+        atomic_write_text(out_path, "".join(encode_record(record) for record in records))
     return records
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from gcpipe.engine import GUERRILLA, NO_SIDE, NUM_ACTIONS, PASS_ACTION, GameBatch
+from gcpipe.engine.game import check_seed
 from gcpipe.errors import UserError
 from gcpipe.io import atomic_write_json
 from gcpipe.nn.checkpoint import load
@@ -81,6 +82,7 @@ def calibrate(checkpoint_path, games: int = 3000, seed: int = 1) -> dict:
         raise UserError(f"checkpoint {checkpoint_path} has no value head to calibrate (layout {checkpoint.layout})")
     if games < 10:
         raise UserError(f"--games must be at least 10 (a fifth is held out), got {games}")
+    check_seed(seed)
     x, owner, outcome = selfplay_values(CompiledNet.from_arrays(checkpoint.net), games, seed)
     won = (outcome[owner] > 0).astype(np.float64)
     train = owner < round((1 - HELD_OUT) * games)
@@ -103,6 +105,8 @@ def calibrate(checkpoint_path, games: int = 3000, seed: int = 1) -> dict:
 def write_calibration(checkpoint_path, out, games: int = 3000, seed: int = 1) -> dict:
     if Path(out).is_dir():
         raise UserError(f"calibration file {out} is a folder; give a .json file")
+    if Path(out).exists() and Path(checkpoint_path).exists() and Path(out).samefile(checkpoint_path):
+        raise UserError(f"--out {out} is the checkpoint itself; give another file for the calibration")
     record = calibrate(checkpoint_path, games, seed)
     atomic_write_json(out, record)
     return record

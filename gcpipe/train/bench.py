@@ -10,6 +10,7 @@ import torch
 
 from gcpipe.engine import PASS_ACTION
 from gcpipe.errors import UserError, is_int
+from gcpipe.torch_env import set_threads
 from gcpipe.train.heap import keep_freed_blocks
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.train.config import TrainConfig, make_config
@@ -85,12 +86,12 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
     but `epochs`, `warmup` and `threads`.  `rollout_net` (the run setting, auto, torch or c) and
     `update_precision` (float32 or bfloat16) apply to either; None keeps the run's (the default
     without a run)."""
-    for flag, value in (("--horizon", horizon), ("--envs", num_envs), ("--epochs", epochs), ("--threads", threads)):
+    for flag, value in (("--horizon", horizon), ("--envs", num_envs), ("--epochs", epochs)):
         if not is_int(value) or value < 1:
             raise UserError(f"{flag} must be an integer >= 1, got {value!r}")
     if run is not None and run.algorithm != "ppo":
         raise UserError(f"bench train measures PPO; this run's algorithm is {run.algorithm!r}")
-    torch.set_num_threads(threads)
+    set_threads(threads)
     keep_freed_blocks()          # as `gcpipe train` does
     if run is not None:
         settings = {**run.to_dict(), "total_timesteps": 10**12}

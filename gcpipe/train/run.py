@@ -40,6 +40,7 @@ from gcpipe import paths
 from gcpipe.engine import COIN, GUERRILLA, SIDE_NAMES
 from gcpipe.engine.vecenv import LOG_FIELDS
 from gcpipe.errors import UserError
+from gcpipe.torch_env import set_threads
 from gcpipe.train.heap import keep_freed_blocks
 from gcpipe.io import (atomic_write_json, checksum_path, checksum_problem, keep_previous, locked_folder,
                        remove_stale_temps, write_checked)
@@ -70,9 +71,7 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
     stderr, with a progress bar on a terminal)."""
     out = Path(out_dir) if out_dir is not None else paths.run_dir(run)
     if threads is not None:
-        if threads <= 0:
-            raise UserError(f"--threads must be positive, got {threads}")
-        torch.set_num_threads(threads)
+        set_threads(threads)
     say = echo or _stderr
     keep_freed_blocks()
     device = torch_device(config, where=f"run {run}")

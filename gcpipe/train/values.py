@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from gcpipe.engine import COIN, GUERRILLA, NO_SIDE
+from gcpipe.engine.game import check_seed
 from gcpipe.errors import UserError
 from gcpipe.nn.checkpoint import load
 from gcpipe.players import define
@@ -33,6 +34,7 @@ def value_accuracy(checkpoint_path, games: int = 400, simulations: int = 32, see
         raise UserError(f"checkpoint {checkpoint_path} has no value head (layout {checkpoint.layout})")
     if games < 1 or simulations < 1:
         raise UserError("--games and --simulations must be positive")
+    check_seed(seed)
     settings = make_settings(where="gcpipe values", simulations=simulations)
     if calibration is not None:
         settings = calibrated_settings(settings, calibration, checkpoint.sha256, "gcpipe values")
