@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import typer
+from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
 from gcpipe import __version__, paths
@@ -17,13 +18,18 @@ class _UserErrorsAsOneLine(TyperGroup):
     """Turns a UserError raised by any subcommand into one line on stderr and exit code 2, and
     Ctrl-C into one line and exit code 130 (a stopped match or training resumes on a rerun).
     An OSError that reaches here is a path the user gave that cannot be read or written (a
-    folder under a regular file, /proc, a read-only or full disk): one line too."""
+    folder under a regular file, /proc, a read-only or full disk): one line too.  So is an
+    argument the parser refuses (a missing one, an unknown option, a number that is none)."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except UserError as error:
             typer.echo(f"gcpipe: error: {error}", err=True)
+            raise typer.Exit(2) from None
+        except UsageError as error:
+            command = error.ctx.command_path if error.ctx else "gcpipe"
+            typer.echo(f"gcpipe: error: {' '.join(error.format_message().split())} (see {command} --help)", err=True)
             raise typer.Exit(2) from None
         except OSError as error:
             where = f"{error.filename}: " if error.filename else ""
@@ -293,6 +299,8 @@ def values(checkpoints: list[str] = typer.Argument(..., metavar="[NAME=]CHECKPOI
 
 def _name_and_path(text: str) -> tuple[str, str]:
     name, sep, path = text.partition("=")
+    if sep and not name:
+        raise UserError(f"{text!r}: the name before '=' is empty; give NAME=FILE or the file alone")
     return (name, path) if sep else (Path(text).stem, text)
 
 

@@ -4,6 +4,7 @@ the text formats of outputs (canonical JSON, CSV, Markdown tables), file digests
 sidecars, and the one-writer locks of ledgers and run folders."""
 import contextlib
 import csv
+import errno
 import fcntl
 import hashlib
 import io
@@ -23,6 +24,8 @@ os.umask(_UMASK)
 def atomic_write_bytes(path, data: bytes) -> None:
     """Write `data` to `path` via a temp file in the same folder, fsync, then os.replace."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     # The temp file must live in the target folder: os.replace is only atomic within a filesystem.
     fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

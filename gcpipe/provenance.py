@@ -12,9 +12,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-import yaml
-
 import gcpipe
+from gcpipe.config import load_config
 from gcpipe.errors import UserError
 from gcpipe.io import atomic_write_json, sha256_file
 
@@ -56,14 +55,14 @@ def _read(path: Path, what: str, parse):
         raise UserError(f"{what} {path} does not exist") from None
     except OSError as error:
         raise UserError(f"cannot read {what} {path}: {error.strerror or error}") from None
-    except (ValueError, yaml.YAMLError) as error:
+    except ValueError as error:
         raise UserError(f"{what} {path} does not parse: {' '.join(str(error).split())}") from None
 
 
 def provenance(config_path, build_record, artifacts=()) -> dict:
     """The provenance record of results made with the config at `config_path` (as the workflow
     resolved it) and the engine described by `build_record` (results/engine/build.json)."""
-    config = _read(Path(config_path), "config", yaml.safe_load)
+    config = load_config(config_path)
     engine = _read(Path(build_record), "engine build record", json.loads)
     files = {}
     for artifact in sorted(set(map(str, artifacts))):

@@ -526,6 +526,22 @@ def test_other_bad_arguments_are_one_line(tmp_path, files):
     not_utf8.write_bytes(b"global_step,sps\n1,2\nx\xe9\n")
     one_line_error(run("plot-training", not_utf8, "--out", tmp_path / "p.png"),
                    rf"metrics file {not_utf8} is not UTF-8 text \(byte 21\)$")
+    # What the argument parser refuses is one line too (it drew a box of several).
+    one_line_error(run("match", "random", "greedy", "--games", "1e3", "--out", tmp_path / "x.jsonl"),
+                   r"Invalid value for '--games': .* \(see gcpipe match --help\)$")
+    one_line_error(run("match", "random", "--out", tmp_path / "x.jsonl"),
+                   r"Missing argument 'C'\. \(see gcpipe match --help\)$")
+    # An output that is a folder is named, not the temp file written beside it.
+    one_line_error(run("config", REPO / "config/smoke.yaml", "--out", tmp_path), rf"^gcpipe: error: {tmp_path}: Is a directory$")
+    # Players of a field on one roster position would replay each other's seeds (as the config refuses).
+    one_line_error(run("tournament", "random@3", "greedy@3", "--games", 1, "--workers", 1, "--out", tmp_path / "t"),
+                   r"players random and greedy share roster position 3, so their cells would replay the same seeds")
+    assert not (tmp_path / "t").exists()
+    # provenance records a config the pipeline accepts.
+    duplicate = tmp_path / "dup.yaml"
+    duplicate.write_text("players:\n  random: {kind: random}\n  random: {kind: greedy}\nmatches:\n  field: [random]\n")
+    one_line_error(run("provenance", "--config", duplicate, "--build", tmp_path / "build.json",
+                       "--out", tmp_path / "p.json"), rf"{duplicate}:3: key 'random' is given twice in one mapping")
 
 
 # --- smaller holes -----------------------------------------------------------------------------

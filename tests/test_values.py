@@ -128,6 +128,8 @@ def test_values_refuses_one_name_twice_and_a_file_for_its_folder_before_any_game
     (tmp_path / "file").write_text("not a folder")
     into_file = CliRunner().invoke(app, ["values", str(net_file), "--out", str(tmp_path / "file")])
     assert into_file.exit_code == 2 and "is a file; give a folder" in into_file.output
+    unnamed = CliRunner().invoke(app, ["values", f"={net_file}", "--out", str(tmp_path / "v")])
+    assert unnamed.exit_code == 2 and "the name before '=' is empty" in unnamed.output
 
 
 def test_every_checkpoint_has_a_line_in_the_reliability_plot():
