@@ -124,6 +124,7 @@ def test_a_merge_onto_a_ledger_a_match_is_writing_is_refused(tmp_path):
         with pytest.raises(UserError, match=rf"ledger {out} is being written by process {os.getpid()}; wait"):
             merge_shards([shard], out)
     assert [record["game"] for record in read_ledger(out)] == [0, 1]
+    assert merge_shards([shard], tmp_path / "new" / "r__g.jsonl") == read_ledger(shard)   # (its folder made)
 
 
 @pytest.mark.parametrize("command", ["match", "merge"])

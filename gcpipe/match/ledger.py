@@ -381,6 +381,7 @@ def merge_shards(shard_paths, out_path, games: int | None = None) -> list[dict]:
         raise UserError(f"shards do not cover games 0..{expected - 1}: {detail}")
     records = [merged[game] for game in range(expected)]
     # Under the ledger's lock, as a match writes it: a match writing it now is refused, not overwritten.
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     with open(out_path, "ab") as held:
         lock_or_refuse(held.fileno(), Path(out_path), "ledger")
         atomic_write_text(out_path, "".join(encode_record(record) for record in records))
