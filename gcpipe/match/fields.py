@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from gcpipe import paths
 from gcpipe.match.runner import MatchResult, default_ledger_path, run_match
-from gcpipe.players import Player, PlayerBook, check_roster
+from gcpipe.players import Player, PlayerBook, check_own_rosters, check_roster
 
 
 def match(guerrilla_spec: str, coin_spec: str, games: int, book: PlayerBook | None = None, first_game: int = 0,
@@ -36,7 +36,9 @@ class FieldResult:
 def tournament(specs, games: int, book: PlayerBook | None = None, out_dir=paths.MATCHES,
                workers: int | None = None, progress: bool = True) -> FieldResult:
     """`gcpipe tournament`: every player as Guerrilla against every player as COIN."""
-    return _play_field((book or PlayerBook()).field(specs), games, out_dir, workers, progress)
+    players = (book or PlayerBook()).field(specs)
+    check_own_rosters(players)
+    return _play_field(players, games, out_dir, workers, progress)
 
 
 def _play_field(players, games, out_dir, workers, progress) -> FieldResult:

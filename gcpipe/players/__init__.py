@@ -41,9 +41,9 @@ sits in gcpipe/protocol.py, right above the engine, so a kind can live beside th
 plays with.
 """
 from gcpipe.protocol import RuntimePlayer
-from gcpipe.players.definition import (CHECKPOINT_KINDS, KINDS, Player, PlayerBook, check_roster, define,
-                                       from_identity, parse_spec, player_schema, roster_positions)
+from gcpipe.players.definition import (CHECKPOINT_KINDS, KINDS, Player, PlayerBook, check_own_rosters, check_roster,
+                                       define, from_identity, parse_spec, player_schema, roster_positions)
 from gcpipe.players.games import play_games
 
-__all__ = ["CHECKPOINT_KINDS", "KINDS", "Player", "PlayerBook", "RuntimePlayer", "check_roster", "define",
-           "from_identity", "parse_spec", "play_games", "player_schema", "roster_positions"]
+__all__ = ["CHECKPOINT_KINDS", "KINDS", "Player", "PlayerBook", "RuntimePlayer", "check_own_rosters", "check_roster",
+           "define", "from_identity", "parse_spec", "play_games", "player_schema", "roster_positions"]

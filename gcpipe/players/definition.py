@@ -171,16 +171,22 @@ class PlayerBook:
                                 f"name one explicitly (NAME=SPEC)")
         players = [player if player.roster is not None else replace(player, roster=index)
                    for index, player in enumerate(players)]
-        holder: dict[int, str] = {}
         for player in players:
             check_roster(player.roster, f"the roster position of {player.name} (its place among the players "
                                         f"unless set with @N or `roster`)")
-            if player.roster in holder:
-                raise UserError(f"players {holder[player.roster]} and {player.name} share roster position "
-                                f"{player.roster}, so their cells would replay the same seeds; give one of them "
-                                f"another with @N")
-            holder[player.roster] = player.name
         return players
+
+
+def check_own_rosters(players: list[Player]) -> None:
+    """A tournament's players each on a roster position of their own: two on one would make their
+    cells replay each other's seeds (one cell of two players may share one)."""
+    holder: dict[int, str] = {}
+    for player in players:
+        if player.roster in holder:
+            raise UserError(f"players {holder[player.roster]} and {player.name} share roster position "
+                            f"{player.roster}, so their cells would replay the same seeds; give one of them "
+                            f"another with @N")
+        holder[player.roster] = player.name
 
 
 def check_roster(value, what: str) -> None:
