@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 import gcpipe
-from gcpipe.config import load_config
+from gcpipe.config import read_config_file
 from gcpipe.errors import UserError
 from gcpipe.io import atomic_write_json, sha256_file
 
@@ -62,7 +62,9 @@ def _read(path: Path, what: str, parse):
 def provenance(config_path, build_record, artifacts=()) -> dict:
     """The provenance record of results made with the config at `config_path` (as the workflow
     resolved it) and the engine described by `build_record` (results/engine/build.json)."""
-    config = load_config(config_path)
+    config = read_config_file(config_path)     # as the pipeline reads it: a key given twice is refused
+    if not isinstance(config, dict):
+        raise UserError(f"config {config_path} is not a mapping of keys to values")
     engine = _read(Path(build_record), "engine build record", json.loads)
     files = {}
     for artifact in sorted(set(map(str, artifacts))):

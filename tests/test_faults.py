@@ -543,6 +543,9 @@ def test_other_bad_arguments_are_one_line(tmp_path, files):
     duplicate.write_text("players:\n  random: {kind: random}\n  random: {kind: greedy}\nmatches:\n  field: [random]\n")
     one_line_error(run("provenance", "--config", duplicate, "--build", tmp_path / "build.json",
                        "--out", tmp_path / "p.json"), rf"{duplicate}:3: key 'random' is given twice in one mapping")
+    duplicate.write_text("")
+    one_line_error(run("provenance", "--config", duplicate, "--build", tmp_path / "build.json",
+                       "--out", tmp_path / "p.json"), rf"config {duplicate} is not a mapping of keys to values$")
 
 
 # --- smaller holes -----------------------------------------------------------------------------
