@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from gcpipe.errors import UserError
-from gcpipe.players import CHECKPOINT_KINDS, PlayerBook, player_schema, roster_positions
+from gcpipe.players import CHECKPOINT_KINDS, PlayerBook, check_own_rosters, player_schema, roster_positions
 from gcpipe.schema import ROSTER_POSITIONS, check, load_schema
 from gcpipe.train.config import TrainConfig, make_config, run_schema
 from gcpipe.workflow import MAX_SHARDS_PER_CELL, match_plan
@@ -131,16 +131,11 @@ def _check_cross_references(config: dict) -> None:
             raise UserError(f"matches: cell {cell.name} would be {count:,} shards of {matches['shard_size']:,} games "
                             f"(at most {MAX_SHARDS_PER_CELL:,} jobs a cell); raise matches.shard_size")
     roster = roster_positions(players)
-    holder: dict[int, str] = {}
     for name in matches["field"]:
         if roster[name] >= ROSTER_POSITIONS:
             raise UserError(f"players.{name}: its roster position is {roster[name]} (its place in `players`), but "
                             f"positions are 0..{ROSTER_POSITIONS - 1}; give it a free `roster`")
-        if roster[name] in holder:
-            raise UserError(f"players {holder[roster[name]]} and {name} share roster position "
-                            f"{roster[name]}, so their cells would replay the same seeds; give one "
-                            f"of them another `roster`")
-        holder[roster[name]] = name
+    check_own_rosters({name: roster[name] for name in matches["field"]}, "`roster`")
 
 
 class _DuplicateKey(yaml.YAMLError):

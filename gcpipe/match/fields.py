@@ -37,7 +37,7 @@ def tournament(specs, games: int, book: PlayerBook | None = None, out_dir=paths.
                workers: int | None = None, progress: bool = True) -> FieldResult:
     """`gcpipe tournament`: every player as Guerrilla against every player as COIN."""
     players = (book or PlayerBook()).field(specs)
-    check_own_rosters(players)
+    check_own_rosters({player.name: player.roster for player in players}, "with @N")
     return _play_field(players, games, out_dir, workers, progress)
 
 

@@ -177,16 +177,16 @@ class PlayerBook:
         return players
 
 
-def check_own_rosters(players: list[Player]) -> None:
-    """A tournament's players each on a roster position of their own: two on one would make their
-    cells replay each other's seeds (one cell of two players may share one)."""
+def check_own_rosters(rosters: dict[str, int], remedy: str) -> None:
+    """A field's players (name -> roster position) each on a position of their own: two on one
+    would make their cells replay each other's seeds (one cell of two players may share one).
+    `remedy` says how a user gives one another (the config's `roster`, a spec's @N)."""
     holder: dict[int, str] = {}
-    for player in players:
-        if player.roster in holder:
-            raise UserError(f"players {holder[player.roster]} and {player.name} share roster position "
-                            f"{player.roster}, so their cells would replay the same seeds; give one of them "
-                            f"another with @N")
-        holder[player.roster] = player.name
+    for name, position in rosters.items():
+        if position in holder:
+            raise UserError(f"players {holder[position]} and {name} share roster position {position}, so "
+                            f"their cells would replay the same seeds; give one of them another {remedy}")
+        holder[position] = name
 
 
 def check_roster(value, what: str) -> None:
