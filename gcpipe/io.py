@@ -150,6 +150,25 @@ def lock_or_refuse(fd: int, path, what: str) -> None:
                         f"(two writers would mix their results)") from None
 
 
+def open_locked_file(path, what: str):
+    """`path` opened for appending (created, with its folder, if needed) and locked (lock_or_refuse):
+    the file there once the lock is held, since a writer that replaces the file whole (`merge`) may
+    swap it between the open and the lock.  The caller closes it, which releases the lock."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "ab")
+    try:
+        lock_or_refuse(handle.fileno(), path, what)
+        while os.fstat(handle.fileno()).st_ino != os.stat(path).st_ino:
+            handle.close()
+            handle = open(path, "ab")
+            lock_or_refuse(handle.fileno(), path, what)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
 @contextlib.contextmanager
 def locked_folder(path, what: str):
     """Hold the lock of folder `path` (created if needed) while the block runs."""

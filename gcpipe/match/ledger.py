@@ -36,7 +36,7 @@ from pathlib import Path
 
 from gcpipe.engine import END_REASONS as ENGINE_END_REASONS, MAX_GAME_LENGTH, SIDE_NAMES as SIDES
 from gcpipe.errors import UserError, is_int
-from gcpipe.io import atomic_write_json, atomic_write_text, lock_or_refuse, remove_stale_temps
+from gcpipe.io import atomic_write_json, atomic_write_text, open_locked_file, remove_stale_temps
 from gcpipe.schema import ROSTER_POSITIONS
 from gcpipe.stats.normal import Z95
 
@@ -227,15 +227,8 @@ class LedgerWriter:
 
     def __enter__(self):
         _check_ledger_name(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = open(self.path, "ab")
+        self._handle = open_locked_file(self.path, "ledger")
         try:
-            lock_or_refuse(self._handle.fileno(), self.path, "ledger")
-            # A merge may have replaced the file between the open and the lock: lock the one there now.
-            while os.fstat(self._handle.fileno()).st_ino != os.stat(self.path).st_ino:
-                self._handle.close()
-                self._handle = open(self.path, "ab")
-                lock_or_refuse(self._handle.fileno(), self.path, "ledger")
             # Under the lock, a leftover temp file of this ledger's summary is a killed writer's.
             remove_stale_temps(self.path.parent, summary_path_for(self.path).name)
             self.records, intact_bytes = _parse(self.path)
@@ -381,9 +374,7 @@ def merge_shards(shard_paths, out_path, games: int | None = None) -> list[dict]:
         raise UserError(f"shards do not cover games 0..{expected - 1}: {detail}")
     records = [merged[game] for game in range(expected)]
     # Under the ledger's lock, as a match writes it: a match writing it now is refused, not overwritten.
-    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(out_path, "ab") as held:
-        lock_or_refuse(held.fileno(), Path(out_path), "ledger")
+    with open_locked_file(out_path, "ledger"):
         atomic_write_text(out_path, "".join(encode_record(record) for record in records))
     return records
 
