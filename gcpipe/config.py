@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from gcpipe.errors import UserError
+from gcpipe.io import read_text
 from gcpipe.players import CHECKPOINT_KINDS, PlayerBook, check_own_rosters, player_schema, roster_positions
 from gcpipe.schema import ROSTER_POSITIONS, check, load_schema
 from gcpipe.train.config import TrainConfig, make_config, run_schema
@@ -168,10 +169,12 @@ def read_config_file(path):
     """The YAML document of the config file at `path`, not yet validated."""
     path = Path(path)
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
+        return yaml.load(read_text(path), Loader=_StrictLoader)
     except FileNotFoundError:
         raise UserError(f"config {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as error:
+    except OSError as error:
+        raise UserError(f"cannot read config {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
         raise UserError(f"cannot read config {path}: {error}") from None
     except _DuplicateKey as error:
         raise UserError(f"config {path}:{error.line}: key {error.key!r} is given twice in one mapping "

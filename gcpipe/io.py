@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -26,6 +27,8 @@ def atomic_write_bytes(path, data: bytes) -> None:
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    with contextlib.suppress(FileNotFoundError):
+        _refuse_special_file(os.stat(path).st_mode, path)   # the rename would replace /dev/null itself
     path.parent.mkdir(parents=True, exist_ok=True)
     # The temp file must live in the target folder: os.replace is only atomic within a filesystem.
     fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -69,10 +72,53 @@ def markdown_table(header, rows, right_from: int = 1) -> str:
     return "".join("| " + " | ".join(map(str, row)) + " |\n" for row in [header, rule, *rows])
 
 
+def special_file_kind(mode: int) -> str | None:
+    """What a path of `os.stat` mode `mode` is when it is neither a regular file nor a folder:
+    "a FIFO", "a device", "a socket"; None for a file or folder."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+
+
+def _refuse_special_file(mode: int, path) -> None:
+    """OSError when `mode` is a FIFO's, device's or socket's, for the caller to report with the path."""
+    if special_file_kind(mode):
+        raise OSError(errno.EINVAL, f"{special_file_kind(mode)}, not a regular file", str(path))
+
+
+def open_regular_file(path, mode: str = "rb", encoding: str | None = None):
+    """`path` opened for reading ("rb" or "r"), which must be a regular file: a FIFO would block
+    until a writer came and a device (/dev/zero) would never end, so either raises OSError, as a
+    missing file does, for the caller to report with the path."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)   # a FIFO's open would block
+    try:
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISDIR(kind):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        _refuse_special_file(kind, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, mode, encoding=encoding)
+
+
+def read_bytes(path) -> bytes:
+    """The bytes of the regular file `path` (open_regular_file)."""
+    with open_regular_file(path) as handle:
+        return handle.read()
+
+
+def read_text(path) -> str:
+    """The UTF-8 text of the regular file `path` (open_regular_file), newlines as Path.read_text
+    gives them."""
+    with open_regular_file(path, "r", "utf-8") as handle:
+        return handle.read()
+
+
 def sha256_file(path) -> str:
     """The SHA-256 of a file's bytes, read in blocks."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_regular_file(path) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -102,11 +148,11 @@ def checksum_problem(path, data: bytes | None = None) -> str | None:
     does.  A missing sidecar is a problem: call this only for files written by write_checked."""
     path = Path(path)
     try:
-        recorded = checksum_path(path).read_text(encoding="utf-8").split()[0]
+        recorded = read_text(checksum_path(path)).split()[0]
     except (OSError, UnicodeDecodeError, IndexError):
         return f"its checksum file {checksum_path(path).name} is missing or unreadable"
     try:
-        actual = hashlib.sha256(path.read_bytes() if data is None else data).hexdigest()
+        actual = hashlib.sha256(read_bytes(path) if data is None else data).hexdigest()
     except OSError as error:
         return f"it cannot be read ({error.strerror})"
     if actual != recorded:
@@ -119,7 +165,7 @@ def keep_previous(path, previous) -> None:
     or a damaged disk while `path` is being replaced still leaves one good copy."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_bytes(path)
     except FileNotFoundError:
         return
     if checksum_problem(path, data) is None:
@@ -156,6 +202,11 @@ def open_locked_file(path, what: str):
     swap it between the open and the lock.  The caller closes it, which releases the lock."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        # A FIFO would block the open, /dev/null would take the records and lose them.
+        kind = special_file_kind(os.stat(path).st_mode)
+        if kind:
+            raise UserError(f"{what} {path} is {kind}, not a regular file; give a file's path")
     handle = open(path, "ab")
     try:
         lock_or_refuse(handle.fileno(), path, what)

@@ -15,7 +15,7 @@ from pathlib import Path
 import gcpipe
 from gcpipe.config import read_config_file
 from gcpipe.errors import UserError
-from gcpipe.io import atomic_write_json, sha256_file
+from gcpipe.io import atomic_write_json, read_text, sha256_file
 
 # The distributions whose versions can change results or how they are produced.
 PACKAGES = ("gcpipe", "numpy", "torch", "scipy", "cffi", "matplotlib", "typer", "jsonschema",
@@ -50,7 +50,7 @@ def git_state(repo: Path = REPO) -> dict | None:
 
 def _read(path: Path, what: str, parse):
     try:
-        return parse(path.read_text(encoding="utf-8"))
+        return parse(read_text(path))
     except FileNotFoundError:
         raise UserError(f"{what} {path} does not exist") from None
     except OSError as error:

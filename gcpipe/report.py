@@ -14,7 +14,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from gcpipe.errors import UserError
-from gcpipe.io import atomic_write_bytes
+from gcpipe.io import atomic_write_bytes, read_text
 from gcpipe.plots import png_bytes
 
 STEP = "global_step"
@@ -48,7 +48,7 @@ def read_metrics(path) -> dict[str, list[float]]:
     and line for anything that is not a number."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except FileNotFoundError:
         raise UserError(f"metrics file {path} does not exist") from None
     except OSError as error:

@@ -548,6 +548,32 @@ def test_other_bad_arguments_are_one_line(tmp_path, files):
                        "--out", tmp_path / "p.json"), rf"config {duplicate} is not a mapping of keys to values$")
 
 
+
+def test_a_fifo_or_device_given_as_a_file_is_refused_without_blocking_or_replacing_it(tmp_path, files):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    # Read: the open blocked until a writer came (the timeout below ended these runs).
+    for args, message in [
+        (["config", fifo], rf"cannot read config {fifo}: a FIFO, not a regular file$"),
+        (["match", f"net:{fifo}", "greedy", "--games", 1, "--out", tmp_path / "x.jsonl"],
+         rf"checkpoint {fifo} is a FIFO, not a \.bin file$"),
+        (["elo", fifo, "--out", tmp_path / "e"], rf"{fifo}: cannot read ledger \(a FIFO, not a regular file\)$"),
+        (["elo", "--crosstable", fifo, "--out", tmp_path / "e"],
+         rf"{fifo}: cannot read cross table \(a FIFO, not a regular file\)$"),
+        (["plot-training", fifo, "--out", tmp_path / "p.png"],
+         rf"cannot read metrics file {fifo}: a FIFO, not a regular file$"),
+    ]:
+        one_line_error(run(*args, timeout=60), message)
+    # Written: a ledger on /dev/null lost its games (then "Invalid argument" from the fsync, no path),
+    # and an atomic write replaced the FIFO, or as root /dev/null itself, with a regular file.
+    for out, kind in [("/dev/null", "a device"), (fifo, "a FIFO")]:
+        one_line_error(run("match", "random", "greedy", "--games", 1, "--out", out, timeout=60),
+                       rf"ledger {out} is {kind}, not a regular file; give a file's path$")
+    one_line_error(run("config", REPO / "config/smoke.yaml", "--out", fifo, timeout=60),
+                   rf"^gcpipe: error: {fifo}: a FIFO, not a regular file$")
+    assert fifo.is_fifo()
+    assert not (tmp_path / "e").exists() and not (tmp_path / "x.jsonl").exists()
+
 # --- smaller holes -----------------------------------------------------------------------------
 
 def test_roster_positions_are_0_to_15_and_the_published_seeds_stay(tmp_path):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gcpipe.errors import UserError, is_int
+from gcpipe.io import read_text
 from gcpipe.match.ledger import read_ledger
 
 # Cell text of the published format; an en dash is accepted too since prose often uses one.
@@ -167,7 +168,7 @@ def read_crosstable(path, order=None) -> CrossTable:
     """A cross table from a .json (as written by gcpipe) or a Markdown file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except OSError as error:
         raise UserError(f"{path}: cannot read cross table ({error.strerror})") from None
     except UnicodeDecodeError as error:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from gcpipe.engine import END_REASONS as ENGINE_END_REASONS, MAX_GAME_LENGTH, SIDE_NAMES as SIDES
 from gcpipe.errors import UserError, is_int
-from gcpipe.io import atomic_write_json, atomic_write_text, open_locked_file, remove_stale_temps
+from gcpipe.io import atomic_write_json, atomic_write_text, open_locked_file, read_bytes, remove_stale_temps
 from gcpipe.schema import ROSTER_POSITIONS
 from gcpipe.stats.normal import Z95
 
@@ -162,7 +162,7 @@ def _line(record) -> str:
 def _parse(path: Path) -> tuple[list[dict], int]:
     """Records of a ledger and the byte length of its intact part (before a torn last line)."""
     try:
-        data = path.read_bytes()
+        data = read_bytes(path)
     except FileNotFoundError:
         raise UserError(f"{path}: no such ledger") from None
     except OSError as error:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gcpipe.errors import UserError
-from gcpipe.io import checksum_path, checksum_problem, write_checked
+from gcpipe.io import checksum_path, checksum_problem, read_bytes, special_file_kind, write_checked
 from gcpipe.engine import NUM_ACTIONS, OBS_SIZE
 from gcpipe.nn.inference import net_arrays, net_parameters
 
@@ -209,7 +209,10 @@ def _stat_checkpoint(path: Path) -> int:
     if path.is_dir():
         raise UserError(f"checkpoint {path} is a directory, not a .bin file")
     try:
-        return path.stat().st_size
+        status = path.stat()
+        if special_file_kind(status.st_mode):
+            raise UserError(f"checkpoint {path} is {special_file_kind(status.st_mode)}, not a .bin file")
+        return status.st_size
     except FileNotFoundError:
         raise UserError(f"checkpoint {path} does not exist") from None
     except OSError as error:
@@ -224,7 +227,7 @@ def _layout_of_size(size: int, path: Path) -> str:
 
 def _read_bytes(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        return read_bytes(path)
     except OSError as error:
         raise UserError(f"cannot read checkpoint {path}: {error.strerror}") from None
 

@@ -22,7 +22,7 @@ from scipy.optimize import minimize
 from gcpipe.engine import GUERRILLA, NO_SIDE, NUM_ACTIONS, PASS_ACTION, GameBatch
 from gcpipe.engine.game import check_seed
 from gcpipe.errors import UserError
-from gcpipe.io import atomic_write_json
+from gcpipe.io import atomic_write_json, read_text
 from gcpipe.nn.checkpoint import load
 from gcpipe.nn.inference import OUTPUTS, CompiledNet
 from gcpipe.search.settings import SearchSettings, make_settings
@@ -115,7 +115,7 @@ def write_calibration(checkpoint_path, out, games: int = 3000, seed: int = 1) ->
 def calibrated_settings(settings: SearchSettings, calibration_path, checkpoint_sha256: str, where: str) -> SearchSettings:
     """`settings` with the value coefficients of a calibration file made for this checkpoint."""
     try:
-        record = json.loads(Path(calibration_path).read_text(encoding="utf-8"))
+        record = json.loads(read_text(calibration_path))
         coef, squash, sha = record["value_coef"], record["value_squash"], record["checkpoint_sha256"]
     except FileNotFoundError:
         raise UserError(f"{where}: calibration file {calibration_path} does not exist (make it with "

@@ -42,8 +42,8 @@ from gcpipe.engine.vecenv import LOG_FIELDS
 from gcpipe.errors import UserError
 from gcpipe.torch_env import set_threads
 from gcpipe.train.heap import keep_freed_blocks
-from gcpipe.io import (atomic_write_json, checksum_path, checksum_problem, keep_previous, locked_folder,
-                       remove_stale_temps, write_checked)
+from gcpipe.io import (atomic_write_json, checksum_path, checksum_problem, keep_previous, locked_folder, read_bytes,
+                       read_text, remove_stale_temps, write_checked)
 from gcpipe.nn import checkpoint
 from gcpipe.progress import Meter
 from gcpipe.train.config import TrainConfig, result_settings, run_schema, torch_device
@@ -202,7 +202,7 @@ def _good_state(run: str, out: Path, say) -> dict | None:
 
 def _read_state(path: Path, metrics: Path) -> tuple[dict | None, str | None]:
     """A saved state and None, or None and why it cannot be used."""
-    data = path.read_bytes()
+    data = read_bytes(path)
     # A state without a sidecar was written before gcpipe kept them: read it unverified.
     problem = checksum_problem(path, data) if checksum_path(path).exists() else None
     if problem:
@@ -329,7 +329,7 @@ def _checkpoint_problem(path: Path) -> str | None:
 
 def _read_json(path: Path) -> dict | None:
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(read_text(path))
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
