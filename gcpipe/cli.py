@@ -1,6 +1,5 @@
 """The `gcpipe` command line: each subcommand parses its arguments, calls one library function and
 prints its result (the text formats of match results are here)."""
-import sys
 from pathlib import Path
 
 import typer
@@ -8,7 +7,7 @@ from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
 from gcpipe import __version__, paths
-from gcpipe.errors import UserError
+from gcpipe.errors import UserError, print_interrupted
 from gcpipe.torch_env import before_torch
 
 before_torch()   # before any command imports torch
@@ -18,7 +17,8 @@ class _UserErrorsAsOneLine(TyperGroup):
     """Turns a UserError raised by any subcommand into one line on stderr and exit code 2, and
     Ctrl-C into one line and exit code 130 (a stopped match or training resumes on a rerun).
     An OSError that reaches here is a path the user gave that cannot be read or written (a
-    folder under a regular file, /proc, a read-only or full disk): one line too.  So is an
+    folder under a regular file, /proc, a read-only or full disk): one line too, as is running
+    out of memory.  So is an
     argument the parser refuses (a missing one, an unknown option, a number that is none)."""
 
     def invoke(self, ctx):
@@ -35,10 +35,11 @@ class _UserErrorsAsOneLine(TyperGroup):
             where = f"{error.filename}: " if error.filename else ""
             typer.echo(f"gcpipe: error: {where}{error.strerror or error}", err=True)
             raise typer.Exit(2) from None
+        except MemoryError as error:   # numpy names the allocation: "Unable to allocate 7.28 TiB for ..."
+            typer.echo(f"gcpipe: error: out of memory{f' ({error})' if str(error) else ''}; ask for less", err=True)
+            raise typer.Exit(2) from None
         except KeyboardInterrupt:
-            # On a terminal the line starts after the ^C echo (or a progress bar), so end that first.
-            start = "\n" if sys.stderr.isatty() else ""
-            typer.echo(f"{start}gcpipe: interrupted", err=True)
+            print_interrupted()
             raise typer.Exit(130) from None
 
 

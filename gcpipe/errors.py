@@ -21,9 +21,24 @@ def is_int(value) -> bool:
     return type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
 
 
+def check_int(flag: str, value, low: int, high: int | None = None) -> int:
+    """`value` when it is an integer in low..high (high None: no upper bound), else a UserError
+    naming `flag`: "--games must be an integer in 1..1000000, got 0"."""
+    if is_int(value) and low <= value and (high is None or value <= high):
+        return int(value)
+    bounds = f">= {low}" if high is None else f"in {low}..{high}"
+    raise UserError(f"{flag} must be an integer {bounds}, got {value!r}")
+
+
 def is_finite_number(value) -> bool:
     """A finite real number, Python's or numpy's, and not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def print_interrupted() -> None:
+    """The one line a Ctrl-C leaves on stderr (on a terminal after the ^C echo or a progress bar)."""
+    start = "\n" if sys.stderr.isatty() else ""
+    print(f"{start}gcpipe: interrupted", file=sys.stderr)
 
 
 def run_script(main, argv: list[str], name: str) -> int:

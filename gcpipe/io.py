@@ -31,7 +31,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
         _refuse_special_file(os.stat(path).st_mode, path)   # the rename would replace /dev/null itself
     path.parent.mkdir(parents=True, exist_ok=True)
     # The temp file must live in the target folder: os.replace is only atomic within a filesystem.
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=_TEMP_SUFFIX)
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as handle:
@@ -42,6 +42,29 @@ def atomic_write_bytes(path, data: bytes) -> None:
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
+
+
+_TEMP_SUFFIX = ".tmp"
+
+
+def _temp_prefix(path: Path) -> str:
+    """The start of the name of a temp file an atomic write of `path` makes (mkstemp adds 8
+    random characters, then _TEMP_SUFFIX)."""
+    return f".{path.name}."
+
+
+def check_name_fits(path) -> None:
+    """OSError "File name too long" naming `path` where its name, or the name of the temp file an
+    atomic write of it makes (8 random characters longer), exceeds its filesystem's limit: for a
+    command to check the files it will write before the work whose results they hold."""
+    path = Path(path)
+    folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), Path("."))
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255   # Linux's and macOS's filesystems
+    if len(os.fsencode(_temp_prefix(path) + _TEMP_SUFFIX)) + 8 > limit:
+        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), str(path))
 
 
 def atomic_write_text(path, text: str) -> None:
@@ -175,7 +198,7 @@ def keep_previous(path, previous) -> None:
 def remove_stale_temps(folder, name: str = "*") -> None:
     """Remove the temp files that killed atomic writes of `name` (default: of every file) left in
     `folder`.  Only for files whose writer holds the lock of them: another writer's temp is live."""
-    for temp in Path(folder).glob(f".{name}.*.tmp"):
+    for temp in Path(folder).glob(f"{_temp_prefix(Path(name))}*{_TEMP_SUFFIX}"):
         temp.unlink(missing_ok=True)
 
 

@@ -45,7 +45,8 @@ def watch_launcher() -> None:
     if len(parts) != 3 or parts[0] != socket.gethostname() or not hasattr(os, "pidfd_open"):
         return
     _, pid_text, started = parts
-    if not pid_text.isdigit() or int(pid_text) == os.getpid():
+    # Anything but a PID (Linux's never exceed PID_MAX_LIMIT, 2**22) names no process to watch.
+    if not (pid_text.isascii() and pid_text.isdigit() and 0 < int(pid_text) <= 2**22) or int(pid_text) == os.getpid():
         return
     pid = int(pid_text)
     try:

@@ -39,9 +39,8 @@ MAX_THREADS = 1024
 
 def set_threads(threads, flag: str = "--threads") -> None:
     """torch.set_num_threads(threads) after checking it: an integer in 1..MAX_THREADS."""
-    from gcpipe.errors import UserError, is_int
-    if not is_int(threads) or not 1 <= threads <= MAX_THREADS:
-        raise UserError(f"{flag} must be an integer in 1..{MAX_THREADS}, got {threads!r}")
+    from gcpipe.errors import check_int
+    check_int(flag, threads, 1, MAX_THREADS)
     import torch
     torch.set_num_threads(int(threads))
 

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -573,6 +574,77 @@ def test_a_fifo_or_device_given_as_a_file_is_refused_without_blocking_or_replaci
                    rf"^gcpipe: error: {fifo}: a FIFO, not a regular file$")
     assert fifo.is_fifo()
     assert not (tmp_path / "e").exists() and not (tmp_path / "x.jsonl").exists()
+
+def test_sizes_beyond_what_can_run_are_refused_before_any_work(tmp_path, files):
+    """Games held at once are bounded (MAX_GAMES_AT_ONCE), and counts and seeds beyond C's types are
+    named: calibrate's 10**12 games ended in a MemoryError traceback, bench engine's seed in an
+    OverflowError one, values built its 10**12 seeds for hours."""
+    huge = 10**12
+    for args, message in [
+        (["calibrate", files / "net.bin", "--games", huge, "--out", tmp_path / "c.json"],
+         r"--games must be an integer in 10\.\.1000000, got 1000000000000$"),
+        (["values", files / "net.bin", "--games", huge, "--out", tmp_path / "v"],
+         r"--games must be an integer in 1\.\.1000000, got 1000000000000$"),
+        (["bench", "search", "--games", huge], r"--games must be an integer in 1\.\.1000000, got 1000000000000$"),
+        (["bench", "search", "--workers", "1,0"], r"--workers must be an integer in 1\.\.1024, got 0$"),
+        (["bench", "net", "--games", 4, "--workers", 5], r"--workers must be an integer in 1\.\.4, got 5$"),
+        (["bench", "engine", "--seed", 2**32], r"a seed is an unsigned 32-bit integer, got 4294967296$"),
+        (["bench", "engine", "--envs", 2**31], r"--envs must be an integer in 1\.\.2147483647, got 2147483648$"),
+        (["bench", "mcts", "--iterations", huge], r"--iterations must be an integer in 1\.\.10000000, got 1000000000000$"),
+        # The tournament has no --first-game to name.
+        (["tournament", "random", "greedy", "--games", huge, "--out", tmp_path / "t"],
+         r"--games must be an integer in 1\.\.4294967296, got 1000000000000$"),
+    ]:
+        one_line_error(run(*args, timeout=60), message)
+    assert not (tmp_path / "t").exists() and not (tmp_path / "v").exists()
+
+
+def test_a_file_name_too_long_is_refused_before_any_game(tmp_path):
+    # Cells are named G__C: the ledger of the first cell fitted, the later one's did not.
+    long = "b" * 117
+    one_line_error(run("tournament", "random", f"{long}=greedy", "--games", 2, "--out", tmp_path / "t"),
+                   rf"^gcpipe: error: {tmp_path}/t/{long}__{long}\.jsonl: File name too long$")
+    assert not (tmp_path / "t").exists()
+    one_line_error(run("compare", "random", f"{long}=greedy", "--games", 2, "--out", tmp_path / "c"),
+                   rf"{long}__{long}\.jsonl: File name too long$")
+    # This ledger's name fits (245 bytes) but not the temp file its summary is written through.
+    ledger = tmp_path / ("m" * 239 + ".jsonl")
+    one_line_error(run("match", "random", "greedy", "--games", 2, "--out", ledger),
+                   rf"^gcpipe: error: {ledger}: File name too long$")
+    assert not ledger.exists()
+
+
+def test_running_out_of_memory_or_ctrl_c_while_loading_is_one_line(tmp_path):
+    def python(code):
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env())
+
+    exhausted = python("import gcpipe.config, gcpipe.cli\n"
+                       "def exhausted(path): raise MemoryError('Unable to allocate 7.28 TiB')\n"
+                       "gcpipe.config.load_config = exhausted\n"
+                       f"gcpipe.cli.app(['config', {str(REPO / 'config/smoke.yaml')!r}])")
+    assert (exhausted.returncode, exhausted.stderr) == (
+        2, "gcpipe: error: out of memory (Unable to allocate 7.28 TiB); ask for less\n")
+    # Ctrl-C while typer, numpy and the engine load (the first ~0.1 s): the entry point's import.
+    interrupted = python("import builtins, sys\n"
+                         "real = builtins.__import__\n"
+                         "def loading(name, *args, **kwargs):\n"
+                         "    if name == 'gcpipe.cli': raise KeyboardInterrupt\n"
+                         "    return real(name, *args, **kwargs)\n"
+                         "builtins.__import__ = loading\n"
+                         "from gcpipe.__main__ import main\n"
+                         "main()")
+    assert (interrupted.returncode, interrupted.stderr) == (130, "gcpipe: interrupted\n")
+
+
+def test_a_malformed_launcher_token_is_ignored(tmp_path):
+    """GCPIPE_LAUNCHER (set by the Snakefile) naming no possible PID: the job runs unwatched (an
+    OverflowError traceback before)."""
+    env = dict(_env(), GCPIPE_LAUNCHER=f"{socket.gethostname()}:99999999999999999999:1")
+    result = subprocess.run([GCPIPE, "match", "random", "greedy", "--games", "2", "--out", tmp_path / "x.jsonl"],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    assert len(read_ledger(tmp_path / "x.jsonl")) == 2
+
 
 # --- smaller holes -----------------------------------------------------------------------------
 

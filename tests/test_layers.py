@@ -16,7 +16,7 @@ LAYERS = [
     {"players"},                                 # every kind, defined from configs and specs
     {"train", "match", "workflow", "play"},
     {"elo", "config", "report", "provenance"},
-    {"cli"},
+    {"cli", "__main__"},                         # the command line and its entry point
 ]
 LAYER = {package: level for level, packages in enumerate(LAYERS) for package in packages}
 

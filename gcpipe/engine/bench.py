@@ -4,8 +4,9 @@ from __future__ import annotations
 import time
 
 from gcpipe._engine import lib
-from gcpipe.engine.vecenv import VecEnv
-from gcpipe.errors import UserError
+from gcpipe.engine.game import check_seed
+from gcpipe.engine.vecenv import C_INT_MAX, VecEnv
+from gcpipe.errors import check_int
 
 
 def bench_engine(random_actions: int = 20_000_000, num_envs: int = 4096, steps: int = 300,
@@ -15,8 +16,10 @@ def bench_engine(random_actions: int = 20_000_000, num_envs: int = 4096, steps: 
     env steps/s of `step()` alone, and with the uniform-random legal action choice (in C) added.
     Rates are given per wall-clock second and per CPU second of this thread; on a shared machine
     the CPU-time rate is the one that measures the code."""
-    if random_actions <= 0 or num_envs <= 0 or steps <= 0:
-        raise UserError("random_actions, num_envs and steps must be positive")
+    check_int("--random-actions", random_actions, 1, 2**63 - 1)   # C's int64_t
+    check_int("--envs", num_envs, 1, C_INT_MAX)
+    check_int("--steps", steps, 1)
+    check_seed(seed)
     wall, cpu = time.perf_counter(), time.thread_time()
     games = lib.gc_bench_random_play(random_actions, seed)
     play_wall, play_cpu = time.perf_counter() - wall, time.thread_time() - cpu
@@ -63,11 +66,14 @@ def bench_mcts(iterations: int = 2000, positions: int = 8, midgame_plies: int = 
     wall-clock second and per CPU second of this thread (the one that measures the code when other
     work shares the machine)."""
     from gcpipe._engine import ffi
-    from gcpipe.engine.bots import ROLLOUTS, Bot, BotSpec
+    from gcpipe.engine.bots import MCTS_MAX_ITERATIONS, ROLLOUTS, Bot, BotSpec
     from gcpipe.engine.game import Game
 
-    if iterations <= 0 or positions <= 0 or midgame_plies < 0 or repeats <= 0:
-        raise UserError("iterations, positions and repeats must be positive, midgame_plies >= 0")
+    check_int("--iterations", iterations, 1, MCTS_MAX_ITERATIONS)
+    for flag, value in (("--positions", positions), ("--repeats", repeats)):
+        check_int(flag, value, 1)
+    check_int("midgame_plies", midgame_plies, 0)
+    check_seed(seed)
     starts = {"opening": [Game(seed + i) for i in range(positions)], "midgame": []}
     random_bot, attempt = Bot(BotSpec("random")), 0
     while len(starts["midgame"]) < positions:

@@ -18,6 +18,8 @@ from gcpipe.errors import UserError
 
 KINDS = {"random": lib.GC_BOT_RANDOM, "greedy": lib.GC_BOT_GREEDY, "mcts": lib.GC_BOT_MCTS}
 ROLLOUTS = {"random": lib.GC_ROLLOUT_RANDOM, "greedy": lib.GC_ROLLOUT_GREEDY}
+# One node per iteration (40 bytes each): this bounds a search's node pool to about 400 MB.
+MCTS_MAX_ITERATIONS = 10_000_000
 
 
 @dataclass(frozen=True)

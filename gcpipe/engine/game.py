@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from gcpipe._engine import ffi, lib
-from gcpipe.errors import UserError, is_int
+from gcpipe.errors import UserError, check_int, is_int
 
 GUERRILLA, COIN = 0, 1          # OpenSpiel player ids
 NO_SIDE = -1                    # winner of a running game (GameBatch.winners)
@@ -28,6 +28,9 @@ NUM_ACTIONS, OBS_SIZE, PASS_ACTION = lib.GC_NUM_ACTIONS, lib.GC_OBS_SIZE, lib.GC
 NUM_POINTS, NUM_SQUARES, STONE_SUPPLY = lib.GC_NUM_POINTS, lib.GC_NUM_SQUARES, lib.GC_STONE_SUPPLY
 TOURNAMENT_PLY_CAP = lib.GC_TOURNAMENT_PLY_CAP   # rules.md §8: then COIN wins
 MAX_GAME_LENGTH = lib.GC_MAX_GAME_PLIES   # no legal game is longer (the proof: csrc/gc_rules.h)
+# Games held in memory at once (a GameBatch; the positions `calibrate` and `values` keep): a search's
+# trees take ~3 KB a game, so this bounds a batch to a few GB, and a typo's 10^12 is refused, not tried.
+MAX_GAMES_AT_ONCE = 1_000_000
 
 
 def _enum_names(prefix: str) -> tuple[str, ...]:
@@ -352,9 +355,7 @@ class GameBatch:
     winner; end reasons as END_REASONS indices)."""
 
     def __init__(self, n: int):
-        if not is_int(n) or n <= 0:
-            raise UserError(f"a batch holds at least one game, got {n!r}")
-        self.n = int(n)
+        self.n = check_int("a batch's game count", n, 1, MAX_GAMES_AT_ONCE)
         self._c_states = ffi.new("gc_state[]", self.n)
         self._states = np.frombuffer(ffi.buffer(self._c_states), dtype=_STATE_DTYPE)   # zero copy
         self._obs = np.zeros((self.n, OBS_SIZE), np.uint8)

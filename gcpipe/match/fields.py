@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gcpipe import paths
+from gcpipe.errors import check_int
+from gcpipe.io import check_name_fits
+from gcpipe.match.ledger import GAME_INDEX_LIMIT
 from gcpipe.match.runner import MatchResult, default_ledger_path, run_match
 from gcpipe.players import Player, PlayerBook, check_own_rosters, check_roster
 
@@ -42,6 +45,11 @@ def tournament(specs, games: int, book: PlayerBook | None = None, out_dir=paths.
 
 
 def _play_field(players, games, out_dir, workers, progress) -> FieldResult:
+    # Every cell's games and files checked before the first cell plays.
+    check_int("--games", games, 1, GAME_INDEX_LIMIT)
+    for guerrilla in players:
+        for coin in players:
+            check_name_fits(default_ledger_path(guerrilla, coin, out_dir))
     cells = {}
     for guerrilla in players:
         for coin in players:

@@ -35,7 +35,7 @@ import os
 from pathlib import Path
 
 from gcpipe.engine import END_REASONS as ENGINE_END_REASONS, MAX_GAME_LENGTH, SIDE_NAMES as SIDES
-from gcpipe.errors import UserError, is_int
+from gcpipe.errors import UserError, check_int, is_int
 from gcpipe.io import atomic_write_json, atomic_write_text, open_locked_file, read_bytes, remove_stale_temps
 from gcpipe.schema import ROSTER_POSITIONS
 from gcpipe.stats.normal import Z95
@@ -363,8 +363,8 @@ def merge_shards(shard_paths, out_path, games: int | None = None) -> list[dict]:
             source[record["game"]] = shard
     if not merged:
         raise UserError(f"no finished games in {', '.join(map(str, shard_paths))}")
-    if games is not None and (not is_int(games) or games < 1):
-        raise UserError(f"--games must be an integer >= 1, got {games!r}")
+    if games is not None:
+        check_int("--games", games, 1)
     expected = games if games is not None else max(merged) + 1
     missing = [game for game in range(expected) if game not in merged]
     if missing or len(merged) != expected:

@@ -13,7 +13,8 @@ import numpy as np
 
 from gcpipe import paths
 from gcpipe.engine import END_REASONS, GUERRILLA, SIDE_NAMES
-from gcpipe.errors import UserError, is_int
+from gcpipe.errors import UserError, check_int, is_int
+from gcpipe.io import check_name_fits
 from gcpipe.match.ledger import (GAME_INDEX_LIMIT, LedgerWriter, cell_name, game_seed, summary_path_for,
                                  write_summary)
 from gcpipe.match.pool import play_in_tasks, usable_cores
@@ -51,8 +52,7 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
     if guerrilla.roster is None or coin.roster is None:
         raise ValueError("run_match needs players with roster positions (see PlayerBook.field)")
     for flag, value, low in (("--games", games, 1), ("--first-game", first_game, 0)):
-        if not is_int(value) or value < low:
-            raise UserError(f"{flag} must be an integer >= {low}, got {value!r}")
+        check_int(flag, value, low)
     if first_game + games > GAME_INDEX_LIMIT:
         raise UserError(f"--first-game + --games must stay within {GAME_INDEX_LIMIT:,} game indices "
                         f"(the seed formula's uint32), got {first_game + games:,}")
@@ -62,6 +62,7 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
     path = Path(out) if out is not None else default_ledger_path(guerrilla, coin)
     if path.is_dir():
         raise UserError(f"ledger path {path} is a folder; give a .jsonl file")
+    check_name_fits(path)   # before any game: its summary (and a merge's rewrite) are written beside it
     cell = cell_name(guerrilla.name, coin.name)
     played = 0
     with LedgerWriter(path) as writer:

@@ -12,19 +12,24 @@ import numpy as np
 import torch
 
 from gcpipe.engine import GUERRILLA, NO_SIDE, GameBatch
-from gcpipe.errors import UserError
+from gcpipe.engine.game import MAX_GAMES_AT_ONCE, check_seed
+from gcpipe.errors import check_int
 from gcpipe.nn.checkpoint import HIDDEN, LAYERS, Checkpoint, load
 from gcpipe.nn.inference import best_simd
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.player import NetworkPlayer
+from gcpipe.torch_env import MAX_THREADS
 
 def bench_net(games: int = 4096, plies: int = 300, workers: int = 1, full_turn: bool = False,
               checkpoint: str | None = None, seed: int = 1, warmup: int = 10, simd: str = "best") -> dict:
     """Plays `plies` plies in each of `games` concurrent games (split over `workers` processes) and
     returns the rate in game-steps/s (one game advanced by one ply), the network's share of the
     time and the floating-point rate of its dense products."""
-    if games <= 0 or plies <= 0 or workers <= 0 or warmup < 0 or games < workers:
-        raise UserError("games, plies and workers must be positive, warmup not negative, games >= workers")
+    check_int("--games", games, 1, MAX_GAMES_AT_ONCE)
+    check_int("--plies", plies, 1)
+    check_int("--workers", workers, 1, min(games, MAX_THREADS))   # processes of one thread, each with games
+    check_int("warmup", warmup, 0)
+    check_seed(seed)
     if checkpoint is None:
         model = MinGRUPolicy(HIDDEN, LAYERS, generator=torch.Generator().manual_seed(seed)).eval()
         source = Checkpoint.from_model(model)

@@ -5,11 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from gcpipe.engine import GameBatch
-from gcpipe.engine.bots import BotSpec, GameResults, mcts_workspace, play_games
+from gcpipe.engine.bots import MCTS_MAX_ITERATIONS, BotSpec, GameResults, mcts_workspace, play_games
 from gcpipe.protocol import RuntimePlayer
-
-# One node per iteration (40 bytes each): this bounds a search's node pool to about 400 MB.
-MCTS_MAX_ITERATIONS = 10_000_000
 
 
 class BotPlayer(RuntimePlayer):

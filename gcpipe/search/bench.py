@@ -11,17 +11,24 @@ import numpy as np
 import torch
 
 from gcpipe.engine import NO_SIDE, GameBatch
-from gcpipe.errors import UserError
+from gcpipe.engine.game import MAX_GAMES_AT_ONCE, check_seed
+from gcpipe.errors import UserError, check_int
 from gcpipe.nn.checkpoint import HIDDEN, LAYERS, Checkpoint, load
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.search.player import SearchPlayer
 from gcpipe.search.settings import SearchSettings
+from gcpipe.torch_env import MAX_THREADS
 
 
 def bench_search(settings: SearchSettings, games: int = 256, plies: int = 20, workers=(1, 2),
                  checkpoint: str | None = None, seed: int = 1) -> list[dict]:
-    if games <= 0 or plies <= 0 or not workers or min(workers) <= 0:
-        raise UserError("games, plies and workers must be positive")
+    check_int("--games", games, 1, MAX_GAMES_AT_ONCE)
+    check_int("--plies", plies, 1)
+    if not workers:
+        raise UserError("--workers names no worker count")
+    for count in workers:
+        check_int("--workers", count, 1, MAX_THREADS)   # processes of one thread
+    check_seed(seed)
     if checkpoint is None:
         source = Checkpoint.from_model(MinGRUPolicy(HIDDEN, LAYERS, generator=torch.Generator().manual_seed(seed)))
     else:

@@ -20,8 +20,8 @@ import numpy as np
 from scipy.optimize import minimize
 
 from gcpipe.engine import GUERRILLA, NO_SIDE, NUM_ACTIONS, PASS_ACTION, GameBatch
-from gcpipe.engine.game import check_seed
-from gcpipe.errors import UserError
+from gcpipe.engine.game import MAX_GAMES_AT_ONCE, check_seed
+from gcpipe.errors import UserError, check_int
 from gcpipe.io import atomic_write_json, read_text
 from gcpipe.nn.checkpoint import load
 from gcpipe.nn.inference import OUTPUTS, CompiledNet
@@ -80,8 +80,7 @@ def calibrate(checkpoint_path, games: int = 3000, seed: int = 1) -> dict:
     checkpoint = load(checkpoint_path)
     if not checkpoint.has_value_head:
         raise UserError(f"checkpoint {checkpoint_path} has no value head to calibrate (layout {checkpoint.layout})")
-    if games < 10:
-        raise UserError(f"--games must be at least 10 (a fifth is held out), got {games}")
+    check_int("--games", games, 10, MAX_GAMES_AT_ONCE)   # a fifth is held out: at least 2 games
     check_seed(seed)
     x, owner, outcome = selfplay_values(CompiledNet.from_arrays(checkpoint.net), games, seed)
     won = (outcome[owner] > 0).astype(np.float64)

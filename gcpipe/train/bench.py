@@ -9,7 +9,7 @@ import time
 import torch
 
 from gcpipe.engine import PASS_ACTION
-from gcpipe.errors import UserError, is_int
+from gcpipe.errors import UserError, check_int
 from gcpipe.torch_env import set_threads
 from gcpipe.train.heap import keep_freed_blocks
 from gcpipe.nn.model import MinGRUPolicy
@@ -87,8 +87,7 @@ def bench_train(num_envs: int = 2048, horizon: int = 64, epochs: int = 4, thread
     `update_precision` (float32 or bfloat16) apply to either; None keeps the run's (the default
     without a run)."""
     for flag, value in (("--horizon", horizon), ("--envs", num_envs), ("--epochs", epochs)):
-        if not is_int(value) or value < 1:
-            raise UserError(f"{flag} must be an integer >= 1, got {value!r}")
+        check_int(flag, value, 1)
     if run is not None and run.algorithm != "ppo":
         raise UserError(f"bench train measures PPO; this run's algorithm is {run.algorithm!r}")
     set_threads(threads)

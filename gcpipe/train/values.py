@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from gcpipe.engine import COIN, GUERRILLA, NO_SIDE
-from gcpipe.engine.game import check_seed
-from gcpipe.errors import UserError
+from gcpipe.engine.game import MAX_GAMES_AT_ONCE, check_seed
+from gcpipe.errors import UserError, check_int
 from gcpipe.nn.checkpoint import load
 from gcpipe.players import define
 from gcpipe.search.calibration import calibrated_settings
@@ -32,8 +32,7 @@ def value_accuracy(checkpoint_path, games: int = 400, simulations: int = 32, see
     checkpoint = load(checkpoint_path)
     if not checkpoint.has_value_head:
         raise UserError(f"checkpoint {checkpoint_path} has no value head (layout {checkpoint.layout})")
-    if games < 1 or simulations < 1:
-        raise UserError("--games and --simulations must be positive")
+    check_int("--games", games, 1, MAX_GAMES_AT_ONCE)
     check_seed(seed)
     settings = make_settings(where="gcpipe values", simulations=simulations)
     if calibration is not None:
