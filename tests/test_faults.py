@@ -714,8 +714,8 @@ def test_engine_calls_with_impossible_values_are_refused():
         batch.declare_coin_win([0], "stalemate")
     for settings, name in ((dict(num_envs=2**40), "num_envs"), (dict(num_envs=2, max_episode_length=2**40),
                                                                 "max_episode_length"),
-                           (dict(num_envs=2, opponent="mcts", mcts_iterations=2**31), "mcts_iterations")):
-        with pytest.raises(UserError, match=f"{name} must be an integer 1.."):
+                           (dict(num_envs=2, opponent="mcts", mcts_iterations=10**7 + 1), "mcts_iterations")):
+        with pytest.raises(UserError, match=f"{name} must be an integer in 1.."):
             VecEnv(**settings)
     # A running game whose side to move has no move is no state the rules reach.
     stones = [g for g in range(49) if g not in (0, 48)]

@@ -332,9 +332,14 @@ def _outside_rule(reason: str) -> int:
     return END_REASONS.index(reason)
 
 
+def is_seed(value) -> bool:
+    """A game seed (a generator state): an unsigned 32-bit integer."""
+    return is_int(value) and 0 <= value < 2**32
+
+
 def check_seed(value: int) -> int:
-    """A game seed (a generator state): an unsigned 32-bit integer, else a UserError."""
-    if not is_int(value) or not 0 <= value < 2**32:
+    """`value` when it is a seed (is_seed), else a UserError."""
+    if not is_seed(value):
         raise UserError(f"a seed is an unsigned 32-bit integer, got {value!r}")
     return int(value)
 

@@ -39,9 +39,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from gcpipe._engine import ffi, lib
-from gcpipe.engine.bots import KINDS, ROLLOUTS, kinds_by_side
-from gcpipe.engine.game import COIN, GUERRILLA, NO_SIDE, NUM_ACTIONS, OBS_SIZE, side_to_c, sides_from_c
-from gcpipe.errors import UserError, is_finite_number, is_int
+from gcpipe.engine.bots import KINDS, MCTS_MAX_ITERATIONS, ROLLOUTS, kinds_by_side
+from gcpipe.engine.game import COIN, GUERRILLA, NO_SIDE, NUM_ACTIONS, OBS_SIZE, check_seed, side_to_c, sides_from_c
+from gcpipe.errors import UserError, check_int, is_finite_number, is_int
 
 C_INT_MAX = 2**31 - 1   # the C struct's int settings hold no more
 
@@ -82,8 +82,7 @@ class VecEnv:
         self._vec = None        # close() (also from __del__ after a failed __init__) reads these three
         self._executor = None
         self._pools = []
-        if not is_int(num_envs) or not 0 < num_envs <= C_INT_MAX:
-            raise UserError(f"num_envs must be an integer 1..{C_INT_MAX}, got {num_envs!r}")
+        check_int("num_envs", num_envs, 1, C_INT_MAX)
         if side is None or is_int(side):
             env_sides = None
             if side is not None and side not in (GUERRILLA, COIN):
@@ -94,18 +93,14 @@ class VecEnv:
             if env_sides.shape != (num_envs,) or not np.isin(env_sides, (NO_SIDE, GUERRILLA, COIN)).all():
                 raise UserError(f"per-env sides must be {num_envs} values, each NO_SIDE ({NO_SIDE}), "
                                 f"GUERRILLA ({GUERRILLA}) or COIN ({COIN})")
-        if not is_int(max_episode_length) or not 0 < max_episode_length <= C_INT_MAX:
-            raise UserError(f"max_episode_length must be an integer 1..{C_INT_MAX}, got {max_episode_length!r}")
-        if not is_int(seed) or not 0 <= seed < 2**32:
-            raise UserError(f"seed must be an unsigned 32-bit integer, got {seed!r}")
-        if not is_int(threads) or threads < 1:
-            raise UserError(f"threads must be an integer >= 1, got {threads!r}")
+        check_int("max_episode_length", max_episode_length, 1, C_INT_MAX)
+        check_seed(seed)
+        check_int("threads", threads, 1)
         if not is_finite_number(coin_mobility_reward) or coin_mobility_reward < 0:
             raise UserError(f"coin_mobility_reward must be a finite number >= 0, got {coin_mobility_reward!r}")
         kinds = kinds_by_side(opponent)
         if "mcts" in kinds:
-            if not is_int(mcts_iterations) or not 0 < mcts_iterations < C_INT_MAX:
-                raise UserError(f"mcts_iterations must be an integer 1..{C_INT_MAX - 1}, got {mcts_iterations!r}")
+            check_int("mcts_iterations", mcts_iterations, 1, MCTS_MAX_ITERATIONS)
             if not is_finite_number(mcts_exploration) or mcts_exploration < 0:
                 raise UserError(f"mcts_exploration must be a finite number >= 0, got {mcts_exploration!r}")
             if mcts_rollout not in ROLLOUTS:

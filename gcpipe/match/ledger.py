@@ -35,6 +35,7 @@ import os
 from pathlib import Path
 
 from gcpipe.engine import END_REASONS as ENGINE_END_REASONS, MAX_GAME_LENGTH, SIDE_NAMES as SIDES
+from gcpipe.engine.game import is_seed
 from gcpipe.errors import UserError, check_int, is_int
 from gcpipe.io import atomic_write_json, atomic_write_text, open_locked_file, read_bytes, remove_stale_temps
 from gcpipe.schema import ROSTER_POSITIONS
@@ -48,7 +49,6 @@ END_REASONS = tuple(reason for reason in ENGINE_END_REASONS if reason not in ("n
 # A stalemate (side to move has no legal action) can go either way.
 _WINNER_BY_END = {"coins_cleared": "guerrilla", "stones_exhausted": "coin",
                   "stones_wiped": "coin", "ply_cap": "coin", "stalemate": None}
-_UINT32_MAX = 2**32 - 1
 GAME_INDEX_LIMIT = 2**32   # game indices are uint32 in the seed formula: 2**32 would replay game 0
 
 
@@ -112,7 +112,7 @@ def _record_problem(record) -> str | None:
                 f"{cell_name(record['guerrilla'], record['coin'])!r}")
     if not is_int(record["game"]) or not 0 <= record["game"] < GAME_INDEX_LIMIT:
         return f"game must be an integer in 0..{GAME_INDEX_LIMIT - 1}"
-    if not is_int(record["seed"]) or not 0 <= record["seed"] <= _UINT32_MAX:
+    if not is_seed(record["seed"]):
         return "seed must be an unsigned 32-bit integer"
     if record["winner"] not in SIDES:
         return f"winner must be one of {', '.join(SIDES)}"
