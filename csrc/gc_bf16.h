@@ -1,9 +1,10 @@
 /* bfloat16 matrix products for training (gcpipe/train/matmul.py, `update_precision: bfloat16`):
  * C = start + A B with A and B rounded to bfloat16 (to nearest, ties to even; a result below
- * float's normal range becomes a zero of its sign, every NaN x86's default NaN) and summed in float32 as AVX512_BF16's dot
- * product sums them.  Over k in pairs (2j, 2j+1), k ascending: acc += A(m,2j+1) B(2j+1,n), then
- * acc += A(m,2j) B(2j,n), each one fused multiply-add with denormal inputs taken as zero and a
- * denormal result flushed to zero (an odd K ends with a zero element).  The start is bias[n] or 0
+ * float's normal range becomes a zero of its sign, every NaN x86's default NaN) and summed in
+ * float32 as AVX512_BF16's dot product sums them.  Over k in pairs (2j, 2j+1), k ascending:
+ * acc += A(m,2j+1) B(2j+1,n), then acc += A(m,2j) B(2j,n), each one fused multiply-add with
+ * denormal inputs taken as zero and a denormal result flushed to zero (an odd K ends with a zero
+ * element).  The start is bias[n] or 0
  * (a denormal bias then reads as zero, and is copied as it is when K is 0).
  * Two ways to the same bits: the instruction (vdpbf16ps) over operands packed in pairs, on a CPU
  * that has it, and everywhere else gc_gemm's float32 products (gc_gemm.h) over the rounded

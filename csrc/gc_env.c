@@ -195,7 +195,8 @@ static int step_env_range(gc_vec *v, int begin, int end, gc_mcts *pool) {
         } else {
             float shaping = captured * (actor_side == GC_GUERRILLA ? GC_SHAPING_PER_COIN : GC_SHAPING_PER_STONE);
             reward[actor] = shaping > 1.0f ? 1.0f : shaping;
-            if (mobility && actor_side == GC_COIN) mobility_reward = coin_mobility_reward(v, e);  /* before a bot reply */
+            /* before a bot reply */
+            if (mobility && actor_side == GC_COIN) mobility_reward = coin_mobility_reward(v, e);
             if (!v->selfplay) {
                 int err = bot_replies(v, e, pool);
                 if (err) return err;

@@ -136,7 +136,8 @@ AVX2 static void encode_avx2(const gc_net *net, const uint8_t *obs, float *x) {
         for (int u = 0; u < n; u++) {
             const float *w = net->encoder + (size_t)used[u] * H + j;
             __m256 value = _mm256_set1_ps((float)obs[used[u]]);
-            for (int v = 0; v < 8 && j + 8 * v < H; v++) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(w + 8 * v), value, acc[v]);
+            for (int v = 0; v < 8 && j + 8 * v < H; v++)
+                acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(w + 8 * v), value, acc[v]);
         }
         for (int v = 0; v < 8 && j + 8 * v < H; v++) _mm256_storeu_ps(x + j + 8 * v, acc[v]);
     }

@@ -387,7 +387,8 @@ static int decide(const gc_search *s, arena *a, float *policy, gc_search_stats *
         improved_policy(a, root, sigma, target);
         if (n > 1) best = best_considered(a, sigma, max_n);
     } else {
-        for (int i = 0; i < n; i++) target[i] = sum_n ? (float)edge_visits(a, &edges[i]) / (float)sum_n : edges[i].prior;
+        for (int i = 0; i < n; i++)
+            target[i] = sum_n ? (float)edge_visits(a, &edges[i]) / (float)sum_n : edges[i].prior;
         if (c->temperature > 0.0f && n > 1) best = draw_visited(a, c->temperature, &a->rng);
     }
     if (policy) {
@@ -484,6 +485,7 @@ int gc_search_node_info(const gc_search *s, int game, int index, int32_t *parent
     *visits = node->visits;
     *value_sum = node->value_sum;
     *raw_value = node->raw_value;
-    if (state) memcpy(state, s->states + ((size_t)game * s->max_nodes + index) * s->state_size, sizeof(float) * s->state_size);
+    if (state)
+        memcpy(state, s->states + ((size_t)game * s->max_nodes + index) * s->state_size, sizeof(float) * s->state_size);
     return 0;
 }

@@ -32,9 +32,10 @@
  * (c_visit + max N) * c_scale * q.
  *
  * Randomness.  Only the Gumbel noise (one draw per legal root action, ascending), the rollouts
- * and a PUCT move drawn at a temperature (one draw after the search) draw, all from the searched game's own generator (rules.md §8), which advances by
- * exactly those draws: a search is a pure function of the game state, the net state and the
- * settings, whatever other games share the batch. */
+ * and a PUCT move drawn at a temperature (one draw after the search) draw, all from the searched
+ * game's own generator (rules.md §8), which advances by exactly those draws: a search is a pure
+ * function of the game state, the net state and the settings, whatever other games share the
+ * batch. */
 #ifndef GC_SEARCH_H
 #define GC_SEARCH_H
 #include "gc_net.h"
