@@ -274,7 +274,7 @@ def values(checkpoints: list[str] = typer.Argument(..., metavar="[NAME=]CHECKPOI
                                                  help="Use a calibration file's values for NAME.")):
     """How well each checkpoint's values predict the outcomes of the games its own search plays:
     Brier scores per side to move and reliability diagrams."""
-    from gcpipe.io import atomic_write_bytes, atomic_write_json
+    from gcpipe.io import atomic_write_bytes, atomic_write_json, check_output_file
     from gcpipe.report import reliability_png
     from gcpipe.train.values import value_accuracy
 
@@ -289,6 +289,8 @@ def values(checkpoints: list[str] = typer.Argument(..., metavar="[NAME=]CHECKPOI
     unknown = sorted(set(calibrations) - set(named))
     if unknown:
         raise UserError(f"--calibration names {', '.join(unknown)}, which no checkpoint is called")
+    for name in ("values.json", "reliability.png"):   # before the games
+        check_output_file(out / name)
     reports = {name: value_accuracy(path, games, simulations, seed, calibrations.get(name)) for name, path in named.items()}
     atomic_write_json(out / "values.json", reports)
     atomic_write_bytes(out / "reliability.png", reliability_png(reports))

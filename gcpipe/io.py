@@ -27,8 +27,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    with contextlib.suppress(FileNotFoundError):
-        _refuse_special_file(os.stat(path).st_mode, path)   # the rename would replace /dev/null itself
+    check_output_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # The temp file must live in the target folder: os.replace is only atomic within a filesystem.
     fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=_TEMP_SUFFIX)
@@ -53,11 +52,15 @@ def _temp_prefix(path: Path) -> str:
     return f".{path.name}."
 
 
-def check_name_fits(path) -> None:
-    """OSError "File name too long" naming `path` where its name, or the name of the temp file an
-    atomic write of it makes (8 random characters longer), exceeds its filesystem's limit: for a
-    command to check the files it will write before the work whose results they hold."""
+def check_output_file(path) -> None:
+    """OSError naming `path` when no file can be written there: a FIFO, device or socket is there (a
+    FIFO would block the open, /dev/null would take the bytes and lose them, and an atomic write's
+    rename would replace the node itself), or its name, or the name of the temp file an atomic write
+    of it makes (8 random characters longer), exceeds its filesystem's limit.  Commands check the
+    files they will write with this before the work whose results they hold."""
     path = Path(path)
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):   # the write will name those
+        _refuse_special_file(os.stat(path).st_mode, path)
     folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), Path("."))
     try:
         limit = os.pathconf(folder, "PC_NAME_MAX")
@@ -113,7 +116,12 @@ def open_regular_file(path, mode: str = "rb", encoding: str | None = None):
     """`path` opened for reading ("rb" or "r"), which must be a regular file: a FIFO would block
     until a writer came and a device (/dev/zero) would never end, so either raises OSError, as a
     missing file does, for the caller to report with the path."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)   # a FIFO's open would block
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)   # a FIFO's open would block
+    except OSError as error:
+        if error.errno == errno.ENXIO:   # a socket cannot be opened: say what it is
+            _refuse_special_file(os.stat(path).st_mode, path)
+        raise
     try:
         kind = os.fstat(fd).st_mode
         if stat.S_ISDIR(kind):
@@ -224,12 +232,8 @@ def open_locked_file(path, what: str):
     the file there once the lock is held, since a writer that replaces the file whole (`merge`) may
     swap it between the open and the lock.  The caller closes it, which releases the lock."""
     path = Path(path)
+    check_output_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        # A FIFO would block the open, /dev/null would take the records and lose them.
-        kind = special_file_kind(os.stat(path).st_mode)
-        if kind:
-            raise UserError(f"{what} {path} is {kind}, not a regular file; give a file's path")
     handle = open(path, "ab")
     try:
         lock_or_refuse(handle.fileno(), path, what)

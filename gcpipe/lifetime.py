@@ -46,7 +46,8 @@ def watch_launcher() -> None:
         return
     _, pid_text, started = parts
     # Anything but a PID (Linux's never exceed PID_MAX_LIMIT, 2**22) names no process to watch.
-    if not (pid_text.isascii() and pid_text.isdigit() and 0 < int(pid_text) <= 2**22) or int(pid_text) == os.getpid():
+    if (not (pid_text.isascii() and pid_text.isdigit() and len(pid_text) <= 7 and 0 < int(pid_text) <= 2**22)
+            or int(pid_text) == os.getpid()):
         return
     pid = int(pid_text)
     try:

@@ -565,13 +565,24 @@ def test_a_fifo_or_device_given_as_a_file_is_refused_without_blocking_or_replaci
          rf"cannot read metrics file {fifo}: a FIFO, not a regular file$"),
     ]:
         one_line_error(run(*args, timeout=60), message)
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "s.sock"))   # its open fails (ENXIO): the message says what it is
+        one_line_error(run("config", tmp_path / "s.sock"), r"s\.sock: a socket, not a regular file$")
     # Written: a ledger on /dev/null lost its games (then "Invalid argument" from the fsync, no path),
     # and an atomic write replaced the FIFO, or as root /dev/null itself, with a regular file.
     for out, kind in [("/dev/null", "a device"), (fifo, "a FIFO")]:
         one_line_error(run("match", "random", "greedy", "--games", 1, "--out", out, timeout=60),
-                       rf"ledger {out} is {kind}, not a regular file; give a file's path$")
+                       rf"^gcpipe: error: {out}: {kind}, not a regular file$")
     one_line_error(run("config", REPO / "config/smoke.yaml", "--out", fifo, timeout=60),
                    rf"^gcpipe: error: {fifo}: a FIFO, not a regular file$")
+    # Refused before the work: calibrate's games, a tournament's earlier cells.
+    one_line_error(run("calibrate", files / "net.bin", "--games", 10**6, "--out", fifo, timeout=60),
+                   rf"^gcpipe: error: {fifo}: a FIFO, not a regular file$")
+    (tmp_path / "t").mkdir()
+    os.mkfifo(tmp_path / "t" / "greedy__greedy.jsonl")
+    one_line_error(run("tournament", "random", "greedy", "--games", 1, "--out", tmp_path / "t", timeout=60),
+                   r"t/greedy__greedy\.jsonl: a FIFO, not a regular file$")
+    assert [p.name for p in (tmp_path / "t").iterdir()] == ["greedy__greedy.jsonl"]
     assert fifo.is_fifo()
     assert not (tmp_path / "e").exists() and not (tmp_path / "x.jsonl").exists()
 
@@ -597,6 +608,11 @@ def test_sizes_beyond_what_can_run_are_refused_before_any_work(tmp_path, files):
     ]:
         one_line_error(run(*args, timeout=60), message)
     assert not (tmp_path / "t").exists() and not (tmp_path / "v").exists()
+
+
+def test_a_run_s_sparring_mcts_is_bounded_by_the_config_check_as_a_player_s():
+    with pytest.raises(UserError, match=r"mcts_iterations: 10000001 is greater than the maximum of 10000000"):
+        tiny(mcts_iterations=10**7 + 1)
 
 
 def test_a_file_name_too_long_is_refused_before_any_game(tmp_path):
@@ -639,11 +655,12 @@ def test_running_out_of_memory_or_ctrl_c_while_loading_is_one_line(tmp_path):
 def test_a_malformed_launcher_token_is_ignored(tmp_path):
     """GCPIPE_LAUNCHER (set by the Snakefile) naming no possible PID: the job runs unwatched (an
     OverflowError traceback before)."""
-    env = dict(_env(), GCPIPE_LAUNCHER=f"{socket.gethostname()}:99999999999999999999:1")
-    result = subprocess.run([GCPIPE, "match", "random", "greedy", "--games", "2", "--out", tmp_path / "x.jsonl"],
-                            capture_output=True, text=True, timeout=60, env=env)
-    assert result.returncode == 0, result.stderr
-    assert len(read_ledger(tmp_path / "x.jsonl")) == 2
+    for pid in ("99999999999999999999", "9" * 5000):   # 5000 digits: beyond int()'s string limit
+        env = dict(_env(), GCPIPE_LAUNCHER=f"{socket.gethostname()}:{pid}:1")
+        result = subprocess.run([GCPIPE, "match", "random", "greedy", "--games", "2", "--out", tmp_path / "x.jsonl"],
+                                capture_output=True, text=True, timeout=60, env=env)
+        assert result.returncode == 0, result.stderr
+        assert len(read_ledger(tmp_path / "x.jsonl")) == 2
 
 
 # --- smaller holes -----------------------------------------------------------------------------

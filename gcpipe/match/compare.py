@@ -22,7 +22,7 @@ import numpy as np
 
 from gcpipe import paths
 from gcpipe.errors import UserError, is_int
-from gcpipe.io import atomic_write_json, check_name_fits
+from gcpipe.io import atomic_write_json, check_output_file
 from gcpipe.match.ledger import format_ranges, read_ledger, wilson_interval
 from gcpipe.match.runner import MatchResult, check_ledger, default_ledger_path, run_match
 from gcpipe.players import Player, PlayerBook
@@ -96,7 +96,7 @@ def compare(candidate_spec: str, baseline_spec: str, games: int = 1000, book: Pl
     ledgers = {(g.name, c.name): default_ledger_path(g, c, out_dir) for g, c in cells}
     for guerrilla, coin in cells:        # a ledger of another pairing stops us before any game
         path = ledgers[(guerrilla.name, coin.name)]
-        check_name_fits(path)
+        check_output_file(path)
         if path.is_file():
             check_ledger(read_ledger(path), path, guerrilla, coin)
 

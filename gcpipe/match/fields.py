@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from gcpipe import paths
 from gcpipe.errors import check_int
-from gcpipe.io import check_name_fits
+from gcpipe.io import check_output_file
 from gcpipe.match.ledger import GAME_INDEX_LIMIT
 from gcpipe.match.runner import MatchResult, default_ledger_path, run_match
 from gcpipe.players import Player, PlayerBook, check_own_rosters, check_roster
@@ -49,7 +49,7 @@ def _play_field(players, games, out_dir, workers, progress) -> FieldResult:
     check_int("--games", games, 1, GAME_INDEX_LIMIT)
     for guerrilla in players:
         for coin in players:
-            check_name_fits(default_ledger_path(guerrilla, coin, out_dir))
+            check_output_file(default_ledger_path(guerrilla, coin, out_dir))
     cells = {}
     for guerrilla in players:
         for coin in players:

@@ -22,7 +22,7 @@ from scipy.optimize import minimize
 from gcpipe.engine import GUERRILLA, NO_SIDE, NUM_ACTIONS, PASS_ACTION, GameBatch
 from gcpipe.engine.game import MAX_GAMES_AT_ONCE, check_seed
 from gcpipe.errors import UserError, check_int
-from gcpipe.io import atomic_write_json, read_text
+from gcpipe.io import atomic_write_json, check_output_file, read_text
 from gcpipe.nn.checkpoint import load
 from gcpipe.nn.inference import OUTPUTS, CompiledNet
 from gcpipe.search.settings import SearchSettings, make_settings
@@ -106,6 +106,7 @@ def write_calibration(checkpoint_path, out, games: int = 3000, seed: int = 1) ->
         raise UserError(f"calibration file {out} is a folder; give a .json file")
     if Path(out).exists() and Path(checkpoint_path).exists() and Path(out).samefile(checkpoint_path):
         raise UserError(f"--out {out} is the checkpoint itself; give another file for the calibration")
+    check_output_file(out)   # before the games
     record = calibrate(checkpoint_path, games, seed)
     atomic_write_json(out, record)
     return record

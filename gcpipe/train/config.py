@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from gcpipe.engine.bots import MCTS_MAX_ITERATIONS
 from gcpipe.engine.game import SIDE_NAMES
 from gcpipe.errors import UserError
 from gcpipe.schema import check, coerce_numbers, load_schema
@@ -18,8 +19,10 @@ _SEARCH_SETTINGS = ("simulations", "variant", "considered", "rollouts", "rollout
 
 def run_schema() -> dict:
     """config/schema.yaml's `run` (JSON Schema of a run's settings, with their defaults), the
-    search_* settings' types and ranges filled in from gcpipe.search.settings."""
+    search_* settings' types and ranges filled in from gcpipe.search.settings and the sparring
+    MCTS's iterations bounded as an MCTS player's are."""
     run = load_schema()["$defs"]["run"]
+    run["properties"]["mcts_iterations"]["maximum"] = MCTS_MAX_ITERATIONS
     for name in _SEARCH_SETTINGS:
         run["properties"][f"search_{name}"] = {**SETTINGS_SCHEMA[name], **run["properties"][f"search_{name}"]}
     return run
