@@ -1,5 +1,6 @@
 """`gcpipe` and `python -m gcpipe`: the command line, imported inside the Ctrl-C handling, so an
 interrupt while typer, numpy and the engine load (~0.1 s) is one line as later ones are."""
+import signal
 import sys
 
 from gcpipe.errors import print_interrupted
@@ -11,7 +12,13 @@ def main() -> None:
     except KeyboardInterrupt:
         print_interrupted()
         sys.exit(130)
-    app()
+    try:
+        app()
+    finally:
+        # The command is over, its outputs written or its error said.  Python's teardown (torch's
+        # included, ~0.2 s) restores the default SIGINT action, so a Ctrl-C then killed the process
+        # with no word and status -2; ignored, it leaves the command's own status.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """How long a gcpipe process lives: never longer than the process that started it.
 
-A match's worker processes die with the match (PR_SET_PDEATHSIG).  A job of the pipeline dies
+Worker processes (worker_pool) die with the process that made them (PR_SET_PDEATHSIG) and leave
+Ctrl-C to it.  A job of the pipeline dies
 with the Snakemake process that started it: the Snakefile exports `launcher_token()` (host, PID
 and start time of its process) as GCPIPE_LAUNCHER, and a job that finds it set, on the same
 host, watches that process and stops when it is gone.
@@ -10,6 +11,7 @@ them (the ledger and run-folder locks refuse that second writer; this makes the 
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import socket
@@ -30,6 +32,29 @@ def die_with_parent(parent_pid: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
     if os.getppid() != parent_pid:   # the parent died before prctl took effect
         os._exit(1)
+
+
+def worker_pool(processes: int, initializer=None, initargs=()):
+    """A multiprocessing pool (forked where the OS can) whose workers die with this process, even
+    by kill -9 (no orphans finishing their tasks beside a rerun), and ignore SIGINT: Ctrl-C, which
+    reaches the whole process group, interrupts only this process, whose exit from the pool's
+    `with` terminates them.  Interrupted themselves, workers printed tracebacks, and one stopped
+    inside the result queue's put held its lock for good: terminate() then waited forever."""
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    in_main_thread = threading.current_thread() is threading.main_thread()   # signal() works only there
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main_thread else None   # inherited
+    try:
+        return multiprocessing.get_context(method).Pool(processes, initializer=_start_worker,
+                                                        initargs=(os.getpid(), initializer, initargs))
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _start_worker(parent_pid: int, initializer, initargs) -> None:
+    die_with_parent(parent_pid)
+    if initializer is not None:
+        initializer(*initargs)
 
 
 def launcher_token() -> str:

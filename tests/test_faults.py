@@ -652,6 +652,42 @@ def test_running_out_of_memory_or_ctrl_c_while_loading_is_one_line(tmp_path):
     assert (interrupted.returncode, interrupted.stderr) == (130, "gcpipe: interrupted\n")
 
 
+def test_ctrl_c_reaches_only_the_parent_of_worker_processes(tmp_path):
+    """Ctrl-C signals the whole process group: workers interrupted inside the result queue's put
+    held its lock, and the match hung in the pool's terminate() for good (the ledger locked); others
+    printed tracebacks beside `gcpipe: interrupted`."""
+    import signal
+
+    from gcpipe.lifetime import worker_pool
+
+    before = signal.getsignal(signal.SIGINT)
+    with worker_pool(2) as pool:
+        assert pool.map(signal.getsignal, [signal.SIGINT] * 2) == [signal.SIG_IGN] * 2
+    assert signal.getsignal(signal.SIGINT) is before
+    match = subprocess.Popen([GCPIPE, "match", "mcts:100", "greedy", "--games", "3000", "--workers", "2",
+                              "--out", tmp_path / "m.jsonl", "--quiet"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True, env=_env())
+    wait_for(lambda: lines_of(tmp_path / "m.jsonl") >= 1, what="the first game")
+    os.killpg(match.pid, signal.SIGINT)
+    try:
+        assert (match.wait(timeout=60), match.stderr.read()) == (130, "gcpipe: interrupted\n")
+    finally:
+        stop(match)
+
+
+def test_ctrl_c_after_the_command_leaves_its_exit_status():
+    """Python's teardown restores the default SIGINT action: a Ctrl-C there killed the finished
+    command with no word (status -2), or printed a traceback from an exit handler."""
+    code = ("import atexit, os, signal, sys\n"
+            "atexit.register(lambda: os.kill(os.getpid(), signal.SIGINT))\n"
+            f"sys.argv = ['gcpipe', 'config', {str(REPO / 'config/smoke.yaml')!r}]\n"
+            "from gcpipe.__main__ import main\n"
+            "main()")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env())
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.startswith("players:")
+
+
 def test_a_malformed_launcher_token_is_ignored(tmp_path):
     """GCPIPE_LAUNCHER (set by the Snakefile) naming no possible PID: the job runs unwatched (an
     OverflowError traceback before)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import multiprocessing
 import os
 import sys
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from gcpipe.engine.bots import GameResults
-from gcpipe.lifetime import die_with_parent
+from gcpipe.lifetime import worker_pool
 from gcpipe.players import Player, play_games
 from gcpipe.players.games import DEFAULT_SLOTS
 
@@ -39,8 +38,7 @@ def play_in_tasks(guerrilla: Player, coin: Player, games: np.ndarray, seeds: np.
         return
     # fork: workers start in milliseconds (each limits torch to one thread before any torch work,
     # see _init_worker).
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with context.Pool(workers, initializer=_init_worker, initargs=(guerrilla, coin, slots, os.getpid())) as pool:
+    with worker_pool(workers, _init_worker, (guerrilla, coin, slots)) as pool:
         yield from pool.imap(_play_task, tasks)
 
 
@@ -82,11 +80,8 @@ def _one_thread():
 _worker_cell: _Cell | None = None
 
 
-def _init_worker(guerrilla: Player, coin: Player, slots: int, parent_pid: int) -> None:
+def _init_worker(guerrilla: Player, coin: Player, slots: int) -> None:
     global _worker_cell
-    # A killed match (kill -9 included) takes its workers with it, instead of leaving them to
-    # finish their tasks as orphans next to the resumed run.
-    die_with_parent(parent_pid)
     # One thread before any torch work: a forked child must not enter the parent's OpenMP pool.
     _one_torch_thread()
     _worker_cell = _Cell(guerrilla, coin, slots)

@@ -5,7 +5,6 @@ full-turn also the waiting net (state only, no outputs).  With W workers, W proc
 games/W games at once, as the match runner's workers do."""
 from __future__ import annotations
 
-import multiprocessing
 import time
 
 import numpy as np
@@ -14,6 +13,7 @@ import torch
 from gcpipe.engine import GUERRILLA, NO_SIDE, GameBatch
 from gcpipe.engine.game import MAX_GAMES_AT_ONCE, check_seed
 from gcpipe.errors import check_int
+from gcpipe.lifetime import worker_pool
 from gcpipe.nn.checkpoint import HIDDEN, LAYERS, Checkpoint, load
 from gcpipe.nn.inference import best_simd
 from gcpipe.nn.model import MinGRUPolicy
@@ -40,7 +40,7 @@ def bench_net(games: int = 4096, plies: int = 300, workers: int = 1, full_turn: 
     if workers == 1:
         results = [_play(*tasks[0])]
     else:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        with worker_pool(workers) as pool:
             results = pool.starmap(_play, tasks)
     seconds = max(r["seconds"] for r in results)
     net_seconds = sum(r["network_seconds"] for r in results)

@@ -4,7 +4,6 @@ worker count: simulations/s (leaves the net evaluated: the root's, simulations e
 position and decisions with one legal move are not counted) and decisions/s."""
 from __future__ import annotations
 
-import multiprocessing
 import time
 
 import numpy as np
@@ -13,6 +12,7 @@ import torch
 from gcpipe.engine import NO_SIDE, GameBatch
 from gcpipe.engine.game import MAX_GAMES_AT_ONCE, check_seed
 from gcpipe.errors import UserError, check_int
+from gcpipe.lifetime import worker_pool
 from gcpipe.nn.checkpoint import HIDDEN, LAYERS, Checkpoint, load
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.search.player import SearchPlayer
@@ -40,7 +40,7 @@ def bench_search(settings: SearchSettings, games: int = 256, plies: int = 20, wo
         if count == 1:
             results = [_selfplay(*tasks[0])]
         else:
-            with multiprocessing.get_context("fork").Pool(count) as pool:
+            with worker_pool(count) as pool:
                 results = pool.starmap(_selfplay, tasks)
         seconds = time.perf_counter() - started
         decisions, evaluations = (sum(part) for part in zip(*results))

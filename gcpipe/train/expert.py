@@ -33,7 +33,6 @@ with Muon and the run's cosine learning rate.
 from __future__ import annotations
 
 import math
-import multiprocessing
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +41,7 @@ import torch
 from gcpipe._engine import ffi, lib
 from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, NUM_ACTIONS, OBS_SIZE, GameBatch
 from gcpipe.engine.bots import kinds_by_side
+from gcpipe.lifetime import worker_pool
 from gcpipe.nn.inference import CompiledNet, net_arrays
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.select import mask_logits
@@ -214,7 +214,7 @@ def play_tasks(tasks: list[tuple], workers: int) -> list[list[GameRecord]]:
     (they run C code only, no torch, so the parent's thread pools do not matter)."""
     if len(tasks) == 1 or workers == 1:
         return [_play_task(task) for task in tasks]
-    with multiprocessing.get_context("fork").Pool(min(workers, len(tasks))) as pool:
+    with worker_pool(min(workers, len(tasks))) as pool:
         return pool.map(_play_task, tasks)
 
 
