@@ -383,6 +383,28 @@ def test_a_damaged_final_checkpoint_is_written_again_not_taken_as_trained(tmp_pa
         assert final.read_bytes() == good == (reference / "final.bin").read_bytes()
 
 
+def test_a_rerun_names_checkpoints_damaged_or_lost_after_they_were_written(tmp_path, reference):
+    """The saved state is past them, so a rerun cannot write them again: it said nothing (exit 0,
+    "nothing to do"), leaving files every player refuses."""
+    for stop_after in (0, 4):   # a finished run (max_epochs 0: no limit), a stopped one resumed
+        folder = tmp_path / f"tiny{stop_after}"
+        train("tiny", tiny(max_epochs=stop_after), folder, echo=lambda line: None)
+        first, second, third = sorted((folder / "checkpoints").glob("*.bin"))[:3]
+        os.truncate(first, 1000)
+        second.unlink()
+        checksum = third.with_name(third.name + ".sha256")
+        checksum.write_text("garbage\n")
+        lines = []
+        train("tiny", tiny(), folder, echo=lines.append)
+        named = [line for line in lines if "cannot be written again" in line]
+        assert named == [f"tiny: checkpoint(s) {first.name} (its bytes do not match {first.name}.sha256 (damaged or "
+                         f"cut short)); {second.name} (missing); {third.name} (its bytes do not match "
+                         f"{third.name}.sha256 (damaged or cut short)) in {folder / 'checkpoints'} cannot be written "
+                         f"again from the saved state; `gcpipe train tiny --restart` would train the run again to "
+                         f"write them"], lines
+        assert (folder / "final.bin").read_bytes() == (reference / "final.bin").read_bytes()
+
+
 def test_temp_files_of_killed_writes_are_removed_by_the_next_writer(tmp_path):
     folder = stopped_run(tmp_path / "tiny")
     stale = [folder / ".state.pt.abc123.tmp", folder / "checkpoints" / ".0000000000000768.bin.x1.tmp"]

@@ -103,6 +103,7 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
             problem = _checkpoint_problem(final)
             if problem is None:
                 say(f"{run}: already trained ({final}), nothing to do")
+                _report_bad_checkpoints(run, out, config, say)
                 return out
             say(f"{run}: {final} is unusable ({problem}); writing it again from the saved state")
         if previous is not None and not same_config and not restart and _saved_files(out):
@@ -165,6 +166,7 @@ def _open_run(run: str, out: Path, trainer, resume: bool, say) -> float:
             with open(metrics, "r+b") as handle:
                 handle.truncate(state["metrics_bytes"])
             say(f"{run}: continuing from its saved state at step {trainer.global_step:,}")
+            _report_bad_checkpoints(run, out, trainer.config, say)
             return state["wall_time"]
         if _checkpoints(out):
             raise UserError(f"run folder {out} has {_describe(_saved_files(out))} but no saved state to continue "
@@ -223,6 +225,27 @@ def _read_state(path: Path, metrics: Path) -> tuple[dict | None, str | None]:
         return None, ("metrics.csv has another gcpipe version's columns (a run continues under the version it "
                       "began with)")
     return state, None
+
+
+def _report_bad_checkpoints(run: str, out: Path, config: TrainConfig, say) -> None:
+    """Names the checkpoints of the epochs metrics.csv records that are missing or fail their
+    sidecar (damaged on disk after they were written): the saved state, past them, cannot write
+    them again, and a rerun that said nothing left them so."""
+    try:
+        rows = list(csv.DictReader(io.StringIO(read_text(out / "metrics.csv"))))
+        steps = [int(row["global_step"]) for row in rows
+                 if int(row["epoch"]) % config.checkpoint_interval == 0 or int(row["epoch"]) == config.total_epochs]
+    except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError):
+        return   # the resume's own checks of metrics.csv speak for it
+    bad = []
+    for step in steps:
+        path = out / "checkpoints" / checkpoint_name(step)
+        problem = "missing" if not path.exists() else checksum_problem(path)
+        if problem:
+            bad.append(f"{path.name} ({problem})")
+    if bad:
+        say(f"{run}: checkpoint(s) {'; '.join(bad)} in {out / 'checkpoints'} cannot be written again from the "
+            f"saved state; `gcpipe train {run} --restart` would train the run again to write them")
 
 
 def _checkpoints(out: Path) -> list[Path]:
