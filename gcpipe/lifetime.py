@@ -1,60 +1,78 @@
 """How long a gcpipe process lives: never longer than the process that started it.
 
-Worker processes (worker_pool) die with the process that made them (PR_SET_PDEATHSIG) and leave
-Ctrl-C to it.  A job of the pipeline dies
-with the Snakemake process that started it: the Snakefile exports `launcher_token()` (host, PID
-and start time of its process) as GCPIPE_LAUNCHER, and a job that finds it set, on the same
-host, watches that process and stops when it is gone.
+Worker processes (worker_pool) exit with the process that made them and leave Ctrl-C to it.  A
+job of the pipeline dies with the Snakemake process that started it: the Snakefile exports
+`launcher_token()` (host, PID and start time of its process) as GCPIPE_LAUNCHER, and a job that
+finds it set, on the same host, watches that process and stops when it is gone.
 Without this, `kill -9` of Snakemake leaves its `gcpipe match` or `gcpipe train` jobs running as
 orphans, and the documented recovery (`--unlock`, rerun) would start a second writer next to
 them (the ledger and run-folder locks refuse that second writer; this makes the first one go).
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 
 LAUNCHER_ENV = "GCPIPE_LAUNCHER"
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """Have the kernel kill this process when its parent exits (Linux), and exit now if the
-    parent `parent_pid` is already gone."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-    if os.getppid() != parent_pid:   # the parent died before prctl took effect
-        os._exit(1)
-
-
+@contextlib.contextmanager
 def worker_pool(processes: int, initializer=None, initargs=()):
-    """A multiprocessing pool (forked where the OS can) whose workers die with this process, even
-    by kill -9 (no orphans finishing their tasks beside a rerun), and ignore SIGINT: Ctrl-C, which
-    reaches the whole process group, interrupts only this process, whose exit from the pool's
-    `with` terminates them.  Interrupted themselves, workers printed tracebacks, and one stopped
-    inside the result queue's put held its lock for good: terminate() then waited forever."""
+    """A multiprocessing pool (forked where the OS can), terminated when the block ends, whose
+    workers exit with this process, even by kill -9 (no orphans finishing their tasks beside a
+    rerun), and ignore SIGINT: Ctrl-C, which reaches the whole process group, interrupts only this
+    process, whose exit from the block terminates them.  Interrupted themselves, workers printed
+    tracebacks, and one stopped inside the result queue's put held its lock for good: terminate()
+    then waited forever.  SIGINT stays blocked while the workers start (each ignores it, then
+    unblocks it), so a Ctrl-C meanwhile reaches this process once they have, instead of being lost."""
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    in_main_thread = threading.current_thread() is threading.main_thread()   # signal() works only there
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main_thread else None   # inherited
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})   # inherited by the workers
     try:
-        return multiprocessing.get_context(method).Pool(processes, initializer=_start_worker,
+        pool = multiprocessing.get_context(method).Pool(processes, initializer=_start_worker,
                                                         initargs=(os.getpid(), initializer, initargs))
     finally:
-        if in_main_thread:
-            signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+    with pool:
+        yield pool
 
 
 def _start_worker(parent_pid: int, initializer, initargs) -> None:
-    die_with_parent(parent_pid)
+    # Every worker, the ones a pool starts later to replace a dead one included (their parent's
+    # mask and handler are the pool thread's, not worker_pool's).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    _exit_with(parent_pid)
     if initializer is not None:
         initializer(*initargs)
+
+
+def _exit_with(parent_pid: int) -> None:
+    """End this process as soon as process `parent_pid` has exited.  Not PR_SET_PDEATHSIG: it fires
+    when the parent's thread that started this process ends, and a pool starts replacement workers
+    from a thread that ends in terminate(), which then waited forever on a queue lock the killed
+    worker held."""
+    try:
+        pidfd = os.pidfd_open(parent_pid)
+    except (AttributeError, OSError):   # no pidfds (not Linux, or before 5.3): ask the kernel now and then
+        threading.Thread(target=_poll_parent, args=(parent_pid,), name="parent-watch", daemon=True).start()
+        return
+    if os.getppid() != parent_pid:   # the parent died before the pidfd was opened
+        os._exit(1)
+    threading.Thread(target=_wait_for_exit, args=(pidfd, lambda: os._exit(1)), name="parent-watch",
+                     daemon=True).start()
+
+
+def _poll_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def launcher_token() -> str:
@@ -83,7 +101,8 @@ def watch_launcher() -> None:
         return   # not ours to watch (another PID namespace, no permission)
     if _start_time(pid) != started:   # the PID now names another process: the launcher is gone
         _launcher_gone(pid)
-    threading.Thread(target=_wait_for_exit, args=(pidfd, pid), name="launcher-watch", daemon=True).start()
+    threading.Thread(target=_wait_for_exit, args=(pidfd, lambda: _launcher_gone(pid)), name="launcher-watch",
+                     daemon=True).start()
 
 
 def _start_time(pid: int) -> str:
@@ -94,17 +113,16 @@ def _start_time(pid: int) -> str:
         return "?"
 
 
-def _wait_for_exit(pidfd: int, pid: int) -> None:
+def _wait_for_exit(pidfd: int, then) -> None:
     import select
 
     select.select([pidfd], [], [])   # a pidfd becomes readable when its process exits
-    _launcher_gone(pid)
+    then()
 
 
 def _launcher_gone(pid: int) -> None:
     print(f"gcpipe: error: the process that started this job (PID {pid}) has exited; stopping "
           f"(finished games and saved states are kept; a rerun continues)", file=sys.stderr, flush=True)
     # SIGKILL, not an exception: the main thread may be deep in C or torch.  Ledger lines and
-    # states are written whole (fsynced lines, atomic files), and a match's workers follow
-    # through PR_SET_PDEATHSIG.
+    # states are written whole (fsynced lines, atomic files), and worker_pool's workers follow.
     os.kill(os.getpid(), signal.SIGKILL)

@@ -389,20 +389,27 @@ def test_a_rerun_names_checkpoints_damaged_or_lost_after_they_were_written(tmp_p
     for stop_after in (0, 4):   # a finished run (max_epochs 0: no limit), a stopped one resumed
         folder = tmp_path / f"tiny{stop_after}"
         train("tiny", tiny(max_epochs=stop_after), folder, echo=lambda line: None)
-        first, second, third = sorted((folder / "checkpoints").glob("*.bin"))[:3]
+        first, second, third, fourth = sorted((folder / "checkpoints").glob("*.bin"))[:4]
         os.truncate(first, 1000)
         second.unlink()
-        checksum = third.with_name(third.name + ".sha256")
-        checksum.write_text("garbage\n")
+        third.with_name(third.name + ".sha256").write_text("garbage\n")
+        fourth.with_name(fourth.name + ".sha256").unlink()   # as files from before sidecars: played unverified
         lines = []
         train("tiny", tiny(), folder, echo=lines.append)
-        named = [line for line in lines if "cannot be written again" in line]
-        assert named == [f"tiny: checkpoint(s) {first.name} (its bytes do not match {first.name}.sha256 (damaged or "
-                         f"cut short)); {second.name} (missing); {third.name} (its bytes do not match "
-                         f"{third.name}.sha256 (damaged or cut short)) in {folder / 'checkpoints'} cannot be written "
-                         f"again from the saved state; `gcpipe train tiny --restart` would train the run again to "
-                         f"write them"], lines
+        named = [line for line in lines if "cannot write them again" in line]
+        assert named == [f"tiny: checkpoint {first} has 1000 bytes, which is no known layout; accepted sizes: "
+                         f"587264 (legacy), 586240 (5c), 587808 (5c-bias); checkpoint {second} is missing; "
+                         f"checkpoint {third} is damaged: its bytes do not match {third.name}.sha256 (damaged or cut "
+                         f"short); the saved state, past them, cannot write them again: `gcpipe train tiny "
+                         f"--restart` would train the run again to write them"], lines
         assert (folder / "final.bin").read_bytes() == (reference / "final.bin").read_bytes()
+    # Rows no run writes name no checkpoint, and no traceback: a field beyond csv's limit, a step of
+    # 300 digits (its file name too long), a negative one.
+    with open(folder / "metrics.csv", "a") as metrics:
+        metrics.write("x" * 200_000 + "\n6," + "9" * 300 + "\n6,-1536\n")
+    lines = []
+    train("tiny", tiny(), folder, echo=lines.append)
+    assert lines[0] == f"tiny: already trained ({folder / 'final.bin'}), nothing to do"
 
 
 def test_temp_files_of_killed_writes_are_removed_by_the_next_writer(tmp_path):
@@ -682,10 +689,22 @@ def test_ctrl_c_reaches_only_the_parent_of_worker_processes(tmp_path):
 
     from gcpipe.lifetime import worker_pool
 
+    def ignores_sigint(pid):
+        status = Path(f"/proc/{pid}/status").read_text()
+        return bool(int(re.search(r"SigIgn:\s*([0-9a-f]+)", status)[1], 16) & 1 << (signal.SIGINT - 1))
+
     before = signal.getsignal(signal.SIGINT)
     with worker_pool(2) as pool:
-        assert pool.map(signal.getsignal, [signal.SIGINT] * 2) == [signal.SIG_IGN] * 2
-    assert signal.getsignal(signal.SIGINT) is before
+        pool.map(abs, range(4))   # the workers have started
+        workers = [process.pid for process in pool._pool]
+        assert all(map(ignores_sigint, workers))
+        # A worker the pool starts to replace a dead one, from its own thread, ignores it too.  (A
+        # worker killed from outside may hold the task queue's lock; this one exits in a task.)
+        pool.apply_async(os._exit, (1,))
+        wait_for(lambda: len({process.pid for process in pool._pool} - set(workers)) == 1, what="a new worker")
+        pool.map(abs, range(4))
+        assert all(ignores_sigint(process.pid) for process in pool._pool)
+    assert signal.getsignal(signal.SIGINT) is before and signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()
     match = subprocess.Popen([GCPIPE, "match", "mcts:100", "greedy", "--games", "3000", "--workers", "2",
                               "--out", tmp_path / "m.jsonl", "--quiet"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True, start_new_session=True, env=_env())

@@ -228,24 +228,28 @@ def _read_state(path: Path, metrics: Path) -> tuple[dict | None, str | None]:
 
 
 def _report_bad_checkpoints(run: str, out: Path, config: TrainConfig, say) -> None:
-    """Names the checkpoints of the epochs metrics.csv records that are missing or fail their
-    sidecar (damaged on disk after they were written): the saved state, past them, cannot write
-    them again, and a rerun that said nothing left them so."""
+    """Names the checkpoints of the epochs metrics.csv records that are missing or cannot be played
+    (damaged on disk after they were written, as _checkpoint_problem tells): the saved state, past
+    them, cannot write them again, and a rerun that said nothing left them so."""
     try:
-        rows = list(csv.DictReader(io.StringIO(read_text(out / "metrics.csv"))))
-        steps = [int(row["global_step"]) for row in rows
-                 if int(row["epoch"]) % config.checkpoint_interval == 0 or int(row["epoch"]) == config.total_epochs]
-    except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError):
+        rows = list(csv.reader(io.StringIO(read_text(out / "metrics.csv"))))
+    except (OSError, UnicodeDecodeError, csv.Error):
         return   # the resume's own checks of metrics.csv speak for it
+    columns = {name: rows[0].index(name) for name in ("epoch", "global_step") if rows and name in rows[0]}
     bad = []
-    for step in steps:
-        path = out / "checkpoints" / checkpoint_name(step)
-        problem = "missing" if not path.exists() else checksum_problem(path)
+    for row in rows[1:] if len(columns) == 2 else ():
+        epoch, step = (row[columns[name]] if len(row) > columns[name] else "" for name in ("epoch", "global_step"))
+        if not all(text.isascii() and text.isdigit() and len(text) <= 16 for text in (epoch, step)):
+            continue   # a row no run writes (edited): it names no checkpoint
+        if int(epoch) % config.checkpoint_interval and int(epoch) != config.total_epochs:
+            continue
+        path = out / "checkpoints" / checkpoint_name(int(step))
+        problem = f"checkpoint {path} is missing" if not path.exists() else _checkpoint_problem(path)
         if problem:
-            bad.append(f"{path.name} ({problem})")
+            bad.append(problem)
     if bad:
-        say(f"{run}: checkpoint(s) {'; '.join(bad)} in {out / 'checkpoints'} cannot be written again from the "
-            f"saved state; `gcpipe train {run} --restart` would train the run again to write them")
+        say(f"{run}: {'; '.join(bad)}; the saved state, past them, cannot write them again: `gcpipe train {run} "
+            f"--restart` would train the run again to write them")
 
 
 def _checkpoints(out: Path) -> list[Path]:
