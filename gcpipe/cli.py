@@ -17,9 +17,9 @@ class _UserErrorsAsOneLine(TyperGroup):
     """Turns a UserError raised by any subcommand into one line on stderr and exit code 2, and
     Ctrl-C into one line and exit code 130 (a stopped match or training resumes on a rerun).
     An OSError that reaches here is a path the user gave that cannot be read or written (a
-    folder under a regular file, /proc, a read-only or full disk): one line too, as is running
-    out of memory.  So is an
-    argument the parser refuses (a missing one, an unknown option, a number that is none)."""
+    folder under a regular file, /proc, a read-only or full disk): one line too, as are running
+    out of memory and an argument the parser refuses (a missing one, an unknown option, a number
+    that is none)."""
 
     def invoke(self, ctx):
         try:

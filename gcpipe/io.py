@@ -108,8 +108,8 @@ def special_file_kind(mode: int) -> str | None:
 
 def _refuse_special_file(mode: int, path) -> None:
     """OSError when `mode` is a FIFO's, device's or socket's, for the caller to report with the path."""
-    if special_file_kind(mode):
-        raise OSError(errno.EINVAL, f"{special_file_kind(mode)}, not a regular file", str(path))
+    if kind := special_file_kind(mode):
+        raise OSError(errno.EINVAL, f"{kind}, not a regular file", str(path))
 
 
 def open_regular_file(path, mode: str = "rb", encoding: str | None = None):

@@ -14,7 +14,6 @@ import numpy as np
 from gcpipe import paths
 from gcpipe.engine import END_REASONS, GUERRILLA, SIDE_NAMES
 from gcpipe.errors import UserError, check_int, is_int
-from gcpipe.io import check_output_file
 from gcpipe.match.ledger import (GAME_INDEX_LIMIT, LedgerWriter, cell_name, game_seed, summary_path_for,
                                  write_summary)
 from gcpipe.match.pool import play_in_tasks, usable_cores
@@ -62,7 +61,6 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
     path = Path(out) if out is not None else default_ledger_path(guerrilla, coin)
     if path.is_dir():
         raise UserError(f"ledger path {path} is a folder; give a .jsonl file")
-    check_output_file(path)   # before any game (its summary's name is shorter)
     cell = cell_name(guerrilla.name, coin.name)
     played = 0
     with LedgerWriter(path) as writer:

@@ -210,8 +210,8 @@ def _stat_checkpoint(path: Path) -> int:
         raise UserError(f"checkpoint {path} is a directory, not a .bin file")
     try:
         status = path.stat()
-        if special_file_kind(status.st_mode):
-            raise UserError(f"checkpoint {path} is {special_file_kind(status.st_mode)}, not a .bin file")
+        if kind := special_file_kind(status.st_mode):
+            raise UserError(f"checkpoint {path} is {kind}, not a .bin file")
         return status.st_size
     except FileNotFoundError:
         raise UserError(f"checkpoint {path} does not exist") from None

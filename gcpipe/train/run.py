@@ -241,7 +241,7 @@ def _report_bad_checkpoints(run: str, out: Path, config: TrainConfig, say) -> No
         epoch, step = (row[columns[name]] if len(row) > columns[name] else "" for name in ("epoch", "global_step"))
         if not all(text.isascii() and text.isdigit() and len(text) <= 16 for text in (epoch, step)):
             continue   # a row no run writes (edited): it names no checkpoint
-        if int(epoch) % config.checkpoint_interval and int(epoch) != config.total_epochs:
+        if not _writes_checkpoint(int(epoch), config):
             continue
         path = out / "checkpoints" / checkpoint_name(int(step))
         problem = f"checkpoint {path} is missing" if not path.exists() else _checkpoint_problem(path)
@@ -250,6 +250,12 @@ def _report_bad_checkpoints(run: str, out: Path, config: TrainConfig, say) -> No
     if bad:
         say(f"{run}: {'; '.join(bad)}; the saved state, past them, cannot write them again: `gcpipe train {run} "
             f"--restart` would train the run again to write them")
+
+
+def _writes_checkpoint(epoch: int, config: TrainConfig) -> bool:
+    """Whether epoch `epoch` ends with a checkpoint (and a resume state): every checkpoint_interval
+    epochs, and the last."""
+    return epoch % config.checkpoint_interval == 0 or epoch == config.total_epochs
 
 
 def _checkpoints(out: Path) -> list[Path]:
@@ -293,7 +299,7 @@ def _epochs(run: str, trainer, out: Path, elapsed_before: float, echo) -> None:
                 row.update(_evaluate(trainer, config))
             _append_row(metrics, row)
             meter.advance(1, _progress(row))
-            if trainer.epoch % config.checkpoint_interval == 0 or finished:
+            if _writes_checkpoint(trainer.epoch, config):
                 _write_model(trainer, out / "checkpoints" / checkpoint_name(trainer.global_step))
                 trainer.on_checkpoint()
                 _save_state(trainer, out, elapsed_before + time.perf_counter() - started)
