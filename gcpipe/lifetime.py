@@ -12,52 +12,200 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
+import pickle
 import signal
 import socket
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
+
+from gcpipe.errors import UserError
 
 LAUNCHER_ENV = "GCPIPE_LAUNCHER"
 
 
+class WorkerDied(UserError):
+    """A worker process ended while the pool needed it (killed from outside: the kernel's
+    out-of-memory killer, a `kill`); its task's result is lost, so the command stops."""
+
+
 @contextlib.contextmanager
 def worker_pool(processes: int, initializer=None, initargs=()):
-    """A multiprocessing pool (forked where the OS can), terminated when the block ends, whose
-    workers exit with this process, even by kill -9 (no orphans finishing their tasks beside a
-    rerun), and ignore SIGINT: Ctrl-C, which reaches the whole process group, interrupts only this
-    process, whose exit from the block terminates them.  Interrupted themselves, workers printed
-    tracebacks, and one stopped inside the result queue's put held its lock for good: terminate()
-    then waited forever.  SIGINT stays blocked while the workers start (each ignores it, then
-    unblocks it), so a Ctrl-C meanwhile reaches this process once they have, instead of being lost."""
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})   # inherited by the workers
+    """`processes` worker processes (forked where the OS can), each running initializer(*initargs)
+    once, then tasks handed to it one at a time over its own pipe; stopped when the block ends.
+
+    Not multiprocessing.Pool: its workers share queues guarded by locks, so a worker killed from
+    outside could die holding one (Pool's terminate() then waited forever), and the task a killed
+    worker held was lost while Pool started a replacement and waited for that task's result for
+    good: a match hung, its ledger locked.  Here no lock is shared, and a worker's death stops the
+    command with one line (WorkerDied).  Workers exit with this process, even by kill -9 (no
+    orphans finishing their tasks beside a rerun), and ignore SIGINT: Ctrl-C, which reaches the
+    whole process group, interrupts only this process, whose exit from the block stops them.
+    SIGINT stays blocked while the workers start (each ignores it, then unblocks it), so a Ctrl-C
+    meanwhile reaches this process once they have, instead of being lost."""
+    pool = _WorkerPool()
     try:
-        pool = multiprocessing.get_context(method).Pool(processes, initializer=_start_worker,
-                                                        initargs=(os.getpid(), initializer, initargs))
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
-    with pool:
+        pool.start(processes, initializer, initargs)
         yield pool
+    finally:
+        pool.stop()
 
 
-def _start_worker(parent_pid: int, initializer, initargs) -> None:
-    # Every worker, the ones a pool starts later to replace a dead one included (their parent's
-    # mask and handler are the pool thread's, not worker_pool's).
+class _WorkerPool:
+    def __init__(self):
+        self._workers: list[_Worker] = []
+
+    def start(self, processes: int, initializer, initargs) -> None:
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        context = multiprocessing.get_context(method)
+        previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})   # inherited by the workers
+        try:
+            for _ in range(processes):
+                ours, theirs = context.Pipe()
+                process = context.Process(target=_serve, args=(theirs, os.getpid(), initializer, initargs),
+                                          name="gcpipe-worker", daemon=True)
+                self._workers.append(_Worker(process, ours))
+                process.start()
+                theirs.close()   # the worker's end stays in the worker alone, so its death reads as EOF here
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+
+    def imap(self, function, tasks):
+        """function(task) for every task, computed by the workers; yields the results in task order."""
+        pending = enumerate(tasks)
+        idle, busy = list(reversed(self._workers)), {}
+        finished, next_index = {}, 0
+        while True:
+            while idle and (task := next(pending, None)) is not None:
+                worker = idle.pop()
+                worker.send((function, task[1]))
+                busy[worker] = task[0]
+            while next_index in finished:
+                yield finished.pop(next_index)
+                next_index += 1
+            if not busy:
+                return
+            ready = set(multiprocessing.connection.wait([worker.connection for worker in busy]
+                                                        + [worker.process.sentinel for worker in self._workers]))
+            for worker in self._workers:
+                if worker.connection in ready and worker in busy:
+                    finished[busy.pop(worker)] = worker.receive()
+                    idle.append(worker)
+                elif worker.process.sentinel in ready:
+                    raise worker.died()
+
+    def map(self, function, tasks) -> list:
+        return list(self.imap(function, tasks))
+
+    def starmap(self, function, tasks) -> list:
+        return self.map(_Star(function), tasks)
+
+    def stop(self) -> None:
+        for worker in self._workers:
+            if worker.process.pid is not None:
+                worker.process.kill()   # its tasks are done, or their results no longer wanted
+        for worker in self._workers:
+            if worker.process.pid is not None:
+                worker.process.join()
+            worker.connection.close()
+
+
+class _Worker:
+    def __init__(self, process, connection):
+        self.process, self.connection = process, connection
+
+    def send(self, message) -> None:
+        try:
+            self.connection.send(message)
+        except (BrokenPipeError, ConnectionResetError):
+            raise self.died() from None
+
+    def receive(self):
+        try:
+            succeeded, value, remote_traceback = self.connection.recv()
+        except (EOFError, ConnectionResetError):   # it died before its whole answer was written
+            raise self.died() from None
+        if succeeded:
+            return value
+        if remote_traceback:   # as Pool shows it: the worker's traceback as the cause
+            value.__cause__ = _RemoteTraceback(remote_traceback)
+        raise value
+
+    def died(self) -> WorkerDied:
+        self.process.join(5)
+        code = self.process.exitcode
+        if code is not None and code < 0:
+            how = f"was killed by {signal.Signals(-code).name}"
+            if -code == signal.SIGKILL:
+                how += " (what the kernel's out-of-memory killer sends)"
+        else:
+            how = f"exited with status {code}"
+        return WorkerDied(f"worker process {self.process.pid} {how}; what was finished is kept, and a rerun "
+                          f"continues from it")
+
+
+class _RemoteTraceback(Exception):
+    def __str__(self):
+        return self.args[0]
+
+
+class _Star:
+    """function(*task), picklable (a lambda is not)."""
+
+    def __init__(self, function):
+        self.function = function
+
+    def __call__(self, task):
+        return self.function(*task)
+
+
+def _serve(connection, parent_pid: int, initializer, initargs) -> None:
+    """A worker's life: the initializer, then each task's (succeeded, result or exception,
+    traceback text) sent back, until the pool stops it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _exit_with(parent_pid)
+    failure = None
     if initializer is not None:
-        initializer(*initargs)
+        try:
+            initializer(*initargs)
+        except BaseException as error:   # every task then answers with it: the pool raises it once
+            failure = _failure(error)
+    while True:
+        try:
+            function, task = connection.recv()
+        except EOFError:
+            return
+        if failure is None:
+            try:
+                answer = (True, function(task), "")
+            except BaseException as error:
+                answer = _failure(error)
+        else:
+            answer = failure
+        try:
+            connection.send(answer)
+        except Exception as error:   # a result that cannot be pickled
+            connection.send(_failure(error))
+
+
+def _failure(error: BaseException) -> tuple:
+    text = "".join(traceback.format_exception(error))
+    try:
+        pickle.loads(pickle.dumps(error))   # some exceptions pickle but cannot be rebuilt from their args
+    except Exception:
+        error = RuntimeError(f"{type(error).__name__}: {error}")
+    return False, error, text
 
 
 def _exit_with(parent_pid: int) -> None:
     """End this process as soon as process `parent_pid` has exited.  Not PR_SET_PDEATHSIG: it fires
-    when the parent's thread that started this process ends, and a pool starts replacement workers
-    from a thread that ends in terminate(), which then waited forever on a queue lock the killed
-    worker held."""
+    when the parent's *thread* that started this process ends (multiprocessing.Pool's workers,
+    replaced from a thread of its own, were killed when that thread ended in terminate())."""
     try:
         pidfd = os.pidfd_open(parent_pid)
     except (AttributeError, OSError):   # no pidfds (not Linux, or before 5.3): ask the kernel now and then

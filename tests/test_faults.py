@@ -695,15 +695,8 @@ def test_ctrl_c_reaches_only_the_parent_of_worker_processes(tmp_path):
 
     before = signal.getsignal(signal.SIGINT)
     with worker_pool(2) as pool:
-        pool.map(abs, range(4))   # the workers have started
-        workers = [process.pid for process in pool._pool]
-        assert all(map(ignores_sigint, workers))
-        # A worker the pool starts to replace a dead one, from its own thread, ignores it too.  (A
-        # worker killed from outside may hold the task queue's lock; this one exits in a task.)
-        pool.apply_async(os._exit, (1,))
-        wait_for(lambda: len({process.pid for process in pool._pool} - set(workers)) == 1, what="a new worker")
-        pool.map(abs, range(4))
-        assert all(ignores_sigint(process.pid) for process in pool._pool)
+        assert pool.map(abs, range(-3, 1)) == [3, 2, 1, 0]
+        assert all(ignores_sigint(worker.process.pid) for worker in pool._workers)
     assert signal.getsignal(signal.SIGINT) is before and signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()
     match = subprocess.Popen([GCPIPE, "match", "mcts:100", "greedy", "--games", "3000", "--workers", "2",
                               "--out", tmp_path / "m.jsonl", "--quiet"], stdout=subprocess.DEVNULL,
@@ -714,6 +707,74 @@ def test_ctrl_c_reaches_only_the_parent_of_worker_processes(tmp_path):
         assert (match.wait(timeout=60), match.stderr.read()) == (130, "gcpipe: interrupted\n")
     finally:
         stop(match)
+
+
+def _worker_pids(parent):
+    return [int(pid) for pid in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
+
+
+def test_a_worker_killed_from_outside_stops_the_match_with_one_line_and_a_rerun_finishes_it(tmp_path):
+    """A pool worker killed alone (the kernel's out-of-memory killer, a `kill -9`): its task's
+    result never came, and the match waited for it forever with its ledger locked."""
+    games = ("--games", "120", "--workers", "2", "--quiet")
+    match = subprocess.Popen([GCPIPE, "match", "mcts:1000", "greedy", *games, "--out", tmp_path / "m.jsonl"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        wait_for(lambda: lines_of(tmp_path / "m.jsonl") >= 2, what="the first games")
+        victim = _worker_pids(match.pid)[0]
+        os.kill(victim, signal.SIGKILL)
+        stderr = match.communicate(timeout=60)[1]
+    finally:
+        stop(match)
+    assert (match.returncode, stderr) == (2, f"gcpipe: error: worker process {victim} was killed by SIGKILL (what the "
+                                             "kernel's out-of-memory killer sends); what was finished is kept, and a "
+                                             "rerun continues from it\n")
+    assert 2 <= lines_of(tmp_path / "m.jsonl") < 120
+    assert run("match", "mcts:1000", "greedy", *games, "--out", tmp_path / "m.jsonl").returncode == 0
+    assert run("match", "mcts:1000", "greedy", *games, "--out", tmp_path / "whole.jsonl").returncode == 0
+    assert (tmp_path / "m.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+
+
+class _Unrebuildable(Exception):
+    def __init__(self, what, why):   # pickle rebuilds an exception from its args: ("what: why",) here
+        super().__init__(f"{what}: {why}")
+
+
+def _fail(task):
+    if task == "raise":
+        raise UserError("task 2 went wrong")
+    if task == "odd":
+        raise _Unrebuildable("odd", "not rebuilt")
+    if task == "unpicklable":
+        return lambda: None
+    return task * 2
+
+
+def _broken_start():
+    raise OSError(28, "No space left on device")
+
+
+def test_the_worker_pool_returns_results_in_order_and_raises_what_a_worker_met():
+    from gcpipe.lifetime import WorkerDied, worker_pool
+
+    with worker_pool(2) as pool:
+        assert pool.map(_fail, [1, 2, 3, 4, 5]) == [2, 4, 6, 8, 10]
+        assert pool.starmap(divmod, [(7, 2), (9, 4)]) == [(3, 1), (2, 1)]
+        with pytest.raises(UserError, match="^task 2 went wrong$"):
+            pool.map(_fail, [1, "raise", 3])
+        with pytest.raises(AttributeError, match="^Can't pickle local object"):   # a result that cannot travel
+            pool.map(_fail, ["unpicklable"])
+        with pytest.raises(RuntimeError, match="^_Unrebuildable: odd: not rebuilt$"):
+            pool.map(_fail, [1, "odd"])
+        assert pool.map(_fail, [6]) == [12]   # every worker still serves
+        # A worker killed while it waits for a task: the next map says so (it hung before).
+        os.kill(pool._workers[1].process.pid, signal.SIGKILL)
+        pool._workers[1].process.join()
+        with pytest.raises(WorkerDied, match=r"^worker process \d+ was killed by SIGKILL"):
+            pool.map(_fail, [1, 2, 3])
+    with worker_pool(2, _broken_start) as pool:   # Pool started a new worker after each failed start, forever
+        with pytest.raises(OSError, match="No space left on device"):
+            pool.map(_fail, [1, 2])
 
 
 def test_ctrl_c_after_the_command_leaves_its_exit_status():
