@@ -32,7 +32,7 @@ from gcpipe.train.run import METRIC_FIELDS, checkpoint_name, train
 from gcpipe.train import matmul as products, row_threads, sequence
 from gcpipe.train.sequence import DecoderColumns, forward_segments
 from gcpipe.torch_env import cpu_flags
-from devices import CUDA, DEVICES
+from devices import CUDA
 
 from sequence_oracle import forward_sequence
 

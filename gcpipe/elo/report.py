@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from gcpipe import paths
 from gcpipe.elo.crosstable import CrossTable, crosstable_from_ledgers, read_crosstable
 from gcpipe.elo.fit import CI_METHOD, SIDE_LABELS, Anchor, EloRatings, fit_elo
-from gcpipe.elo.ordo import ORDO_FILES, PlayerRatings, fit_players, ordo_outputs
+from gcpipe.elo.ordo import PlayerRatings, fit_players, ordo_outputs
 from gcpipe.elo.superiority import HEAD_TO_HEAD_FILES, SUPERIORITY_FILES, superiority_outputs
 from gcpipe.errors import UserError
 from gcpipe.io import atomic_write_bytes, atomic_write_json, atomic_write_text, csv_text
