@@ -32,14 +32,27 @@ def atomic_write_bytes(path, data: bytes) -> None:
     # The temp file must live in the target folder: os.replace is only atomic within a filesystem.
     fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=_TEMP_SUFFIX)
     try:
-        os.fchmod(fd, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        with naming(path):
+            os.fchmod(fd, 0o666 & ~_UMASK)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(temp_name, path)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def naming(path):
+    """An OSError raised inside without a file name (a write's or an fsync's: "No space left on
+    device") gets `path`, so the one-line error says which file could not be written."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is None:
+            error.filename = str(path)
         raise
 
 

@@ -58,6 +58,7 @@ def worker_pool(processes: int, initializer=None, initargs=()):
 class _WorkerPool:
     def __init__(self):
         self._workers: list[_Worker] = []
+        self._owed: list[_Worker] = []
 
     def start(self, processes: int, initializer, initargs) -> None:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -76,27 +77,43 @@ class _WorkerPool:
 
     def imap(self, function, tasks):
         """function(task) for every task, computed by the workers; yields the results in task order."""
+        self._settle()
         pending = enumerate(tasks)
         idle, busy = list(reversed(self._workers)), {}
         finished, next_index = {}, 0
-        while True:
-            while idle and (task := next(pending, None)) is not None:
-                worker = idle.pop()
-                worker.send((function, task[1]))
-                busy[worker] = task[0]
-            while next_index in finished:
-                yield finished.pop(next_index)
-                next_index += 1
-            if not busy:
-                return
-            ready = set(multiprocessing.connection.wait([worker.connection for worker in busy]
-                                                        + [worker.process.sentinel for worker in self._workers]))
-            for worker in self._workers:
-                if worker.connection in ready and worker in busy:
-                    finished[busy.pop(worker)] = worker.receive()
-                    idle.append(worker)
-                elif worker.process.sentinel in ready:
-                    raise worker.died()
+        try:
+            while True:
+                while idle and (task := next(pending, None)) is not None:
+                    worker = idle.pop()
+                    worker.send((function, task[1]))
+                    busy[worker] = task[0]
+                while next_index in finished:
+                    yield finished.pop(next_index)
+                    next_index += 1
+                if not busy:
+                    return
+                ready = set(multiprocessing.connection.wait([worker.connection for worker in busy]
+                                                            + [worker.process.sentinel for worker in self._workers]))
+                for worker in self._workers:
+                    if worker.connection in ready and worker in busy:
+                        index = busy.pop(worker)   # before its answer is read: an error is an answer too
+                        finished[index] = worker.receive()
+                        idle.append(worker)
+                    elif worker.process.sentinel in ready:
+                        raise worker.died()
+        finally:
+            self._owed.extend(busy)   # stopped early (an error, a consumer that stopped reading)
+
+    def _settle(self) -> None:
+        """Reads and drops the answers still owed to an imap that stopped early, so that a later
+        task's answer is its own."""
+        while self._owed:
+            try:
+                self._owed.pop().receive()
+            except WorkerDied:
+                raise
+            except Exception:   # the error of a task whose imap is over
+                pass
 
     def map(self, function, tasks) -> list:
         return list(self.imap(function, tasks))
@@ -144,8 +161,7 @@ class _Worker:
                 how += " (what the kernel's out-of-memory killer sends)"
         else:
             how = f"exited with status {code}"
-        return WorkerDied(f"worker process {self.process.pid} {how}; what was finished is kept, and a rerun "
-                          f"continues from it")
+        return WorkerDied(f"worker process {self.process.pid} {how}; a rerun continues from what was saved")
 
 
 class _RemoteTraceback(Exception):

@@ -366,6 +366,66 @@ def test_a_run_folder_missing_its_records_stops_instead_of_starting_over(tmp_pat
         assert metrics.stat().st_size == size and b"\0" not in metrics.read_bytes()
 
 
+def test_a_run_stopped_between_its_first_checkpoint_and_first_state_starts_over_on_rerun(tmp_path, reference,
+                                                                                            monkeypatch):
+    """A full disk (or a kill) right after the first checkpoint: the rerun refused the folder, which
+    held a checkpoint but no saved state, until --restart.  Later checkpoints without any state
+    (states deleted by hand) are still refused."""
+    import errno
+
+    from gcpipe.train import run as run_module
+
+    def full_disk(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    folder = tmp_path / "tiny"
+    monkeypatch.setattr(run_module, "_save_state", full_disk)
+    with pytest.raises(OSError, match="No space left on device"):
+        train("tiny", tiny(), folder, echo=lambda line: None)
+    monkeypatch.undo()
+    first = folder / "checkpoints" / "0000000000000256.bin"
+    assert sorted(folder.rglob("*.bin")) == [first] and not (folder / STATE_FILE).exists()
+    lines = []
+    train("tiny", tiny(), folder, echo=lines.append)
+    assert lines[0] == (f"tiny: {first} was written but no saved state after it (the run stopped in between); "
+                        f"starting over, which writes it again")
+    assert (folder / "final.bin").read_bytes() == (reference / "final.bin").read_bytes()
+    assert first.read_bytes() == (reference / "checkpoints" / first.name).read_bytes()
+
+    folder = stopped_run(tmp_path / "stopped")
+    for state in (STATE_FILE, PREVIOUS_STATE_FILE):
+        (folder / state).unlink()
+    with pytest.raises(UserError, match=r"has 4 checkpoint\(s\) but no saved state to continue from; `gcpipe train "
+                                        r"tiny --restart` would discard them"):
+        train("tiny", tiny(), folder, echo=lambda line: None)
+
+
+def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch):
+    """A write's or fsync's OSError carries no file name: the line said only "No space left on device"."""
+    import errno
+
+    from gcpipe.io import atomic_write_bytes
+
+    ledger = tmp_path / "m.jsonl"
+    code = ("import errno, os, sys\n"
+            "def fsync(fd): raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
+            "os.fsync = fsync\n"
+            f"sys.argv = ['gcpipe', 'match', 'random', 'greedy', '--games', '5', '--out', {str(ledger)!r}]\n"
+            "from gcpipe.__main__ import main\n"
+            "main()")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env())
+    assert (result.returncode, result.stderr) == (2, f"gcpipe: error: {ledger}: No space left on device\n")
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError) as raised:
+        atomic_write_bytes(tmp_path / "state.pt", b"state")
+    assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, str(tmp_path / "state.pt"))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["m.jsonl"]   # no temp file left
+
+
 def test_a_damaged_final_checkpoint_is_written_again_not_taken_as_trained(tmp_path, reference):
     folder = tmp_path / "tiny"
     train("tiny", tiny(), folder, echo=lambda line: None)
@@ -727,8 +787,8 @@ def test_a_worker_killed_from_outside_stops_the_match_with_one_line_and_a_rerun_
     finally:
         stop(match)
     assert (match.returncode, stderr) == (2, f"gcpipe: error: worker process {victim} was killed by SIGKILL (what the "
-                                             "kernel's out-of-memory killer sends); what was finished is kept, and a "
-                                             "rerun continues from it\n")
+                                             "kernel's out-of-memory killer sends); a rerun continues from what was "
+                                             "saved\n")
     assert 2 <= lines_of(tmp_path / "m.jsonl") < 120
     assert run("match", "mcts:1000", "greedy", *games, "--out", tmp_path / "m.jsonl").returncode == 0
     assert run("match", "mcts:1000", "greedy", *games, "--out", tmp_path / "whole.jsonl").returncode == 0
@@ -747,6 +807,9 @@ def _fail(task):
         raise _Unrebuildable("odd", "not rebuilt")
     if task == "unpicklable":
         return lambda: None
+    if task == "slow":
+        time.sleep(0.5)
+        return "slow"
     return task * 2
 
 
@@ -765,8 +828,10 @@ def test_the_worker_pool_returns_results_in_order_and_raises_what_a_worker_met()
         with pytest.raises(AttributeError, match="^Can't pickle local object"):   # a result that cannot travel
             pool.map(_fail, ["unpicklable"])
         with pytest.raises(RuntimeError, match="^_Unrebuildable: odd: not rebuilt$"):
-            pool.map(_fail, [1, "odd"])
-        assert pool.map(_fail, [6]) == [12]   # every worker still serves
+            pool.map(_fail, ["odd", "slow"])
+        # Every worker still serves, and a task's answer is its own, not the stale one of the task the
+        # failed map left running (the next map got it).
+        assert pool.map(_fail, [6, 7]) == [12, 14]
         # A worker killed while it waits for a task: the next map says so (it hung before).
         os.kill(pool._workers[1].process.pid, signal.SIGKILL)
         pool._workers[1].process.join()

@@ -37,7 +37,8 @@ from pathlib import Path
 from gcpipe.engine import END_REASONS as ENGINE_END_REASONS, MAX_GAME_LENGTH, SIDE_NAMES as SIDES
 from gcpipe.engine.game import is_seed
 from gcpipe.errors import UserError, check_int, is_int
-from gcpipe.io import atomic_write_json, atomic_write_text, open_locked_file, read_bytes, remove_stale_temps
+from gcpipe.io import (atomic_write_json, atomic_write_text, naming, open_locked_file, read_bytes,
+                       remove_stale_temps)
 from gcpipe.schema import ROSTER_POSITIONS
 from gcpipe.stats.normal import Z95
 
@@ -253,9 +254,7 @@ class LedgerWriter:
                 raise UserError(f"{self.path}: {problem}")
         if record["game"] in self.done_games:
             raise UserError(f"{self.path}: game {record['game']} is already recorded")
-        self._handle.write(line.encode("utf-8"))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        self._write_synced(line.encode("utf-8"))
         self.records.append(record)
 
     def extend(self, records) -> None:
@@ -273,10 +272,14 @@ class LedgerWriter:
             if record["game"] in done:
                 raise UserError(f"{self.path}: game {record['game']} is already recorded")
             done.add(record["game"])
-        self._handle.write("".join(lines).encode("utf-8"))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        self._write_synced("".join(lines).encode("utf-8"))
         self.records.extend(records)
+
+    def _write_synced(self, data: bytes) -> None:
+        with naming(self.path):
+            self._handle.write(data)
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
 
     def close(self) -> None:
         if self._handle is not None:

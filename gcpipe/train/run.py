@@ -43,7 +43,7 @@ from gcpipe.errors import UserError
 from gcpipe.torch_env import set_threads
 from gcpipe.train.heap import keep_freed_blocks
 from gcpipe.io import (atomic_write_json, checksum_path, checksum_problem, keep_previous, locked_folder, read_bytes,
-                       read_text, remove_stale_temps, write_checked)
+                       naming, read_text, remove_stale_temps, write_checked)
 from gcpipe.nn import checkpoint
 from gcpipe.progress import Meter
 from gcpipe.train.config import TrainConfig, result_settings, run_schema, torch_device
@@ -168,7 +168,13 @@ def _open_run(run: str, out: Path, trainer, resume: bool, say) -> float:
             say(f"{run}: continuing from its saved state at step {trainer.global_step:,}")
             _report_bad_checkpoints(run, out, trainer.config, say)
             return state["wall_time"]
-        if _checkpoints(out):
+        checkpoints = _checkpoints(out)
+        if checkpoints and checkpoints == _recorded_checkpoints(out, trainer.config)[:1]:
+            # Stopped between the first checkpoint and the first state (a kill, a full disk): only
+            # starting over can write that state, and it writes the checkpoint again too.
+            say(f"{run}: {checkpoints[0]} was written but no saved state after it (the run stopped in between); "
+                f"starting over, which writes it again")
+        elif checkpoints:
             raise UserError(f"run folder {out} has {_describe(_saved_files(out))} but no saved state to continue "
                             f"from; `gcpipe train {run} --restart` would discard them and start over")
     for stale in [out / "final.bin", out / STATE_FILE, out / PREVIOUS_STATE_FILE, metrics]:
@@ -231,25 +237,32 @@ def _report_bad_checkpoints(run: str, out: Path, config: TrainConfig, say) -> No
     """Names the checkpoints of the epochs metrics.csv records that are missing or cannot be played
     (damaged on disk after they were written, as _checkpoint_problem tells): the saved state, past
     them, cannot write them again, and a rerun that said nothing left them so."""
-    try:
-        rows = list(csv.reader(io.StringIO(read_text(out / "metrics.csv"))))
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return   # the resume's own checks of metrics.csv speak for it
-    columns = {name: rows[0].index(name) for name in ("epoch", "global_step") if rows and name in rows[0]}
     bad = []
-    for row in rows[1:] if len(columns) == 2 else ():
-        epoch, step = (row[columns[name]] if len(row) > columns[name] else "" for name in ("epoch", "global_step"))
-        if not all(text.isascii() and text.isdigit() and len(text) <= 16 for text in (epoch, step)):
-            continue   # a row no run writes (edited): it names no checkpoint
-        if not _writes_checkpoint(int(epoch), config):
-            continue
-        path = out / "checkpoints" / checkpoint_name(int(step))
+    for path in _recorded_checkpoints(out, config):
         problem = f"checkpoint {path} is missing" if not path.exists() else _checkpoint_problem(path)
         if problem:
             bad.append(problem)
     if bad:
         say(f"{run}: {'; '.join(bad)}; the saved state, past them, cannot write them again: `gcpipe train {run} "
             f"--restart` would train the run again to write them")
+
+
+def _recorded_checkpoints(out: Path, config: TrainConfig) -> list[Path]:
+    """The checkpoints of the epochs metrics.csv records, in order (none when it cannot be read:
+    the resume's own checks of metrics.csv speak for it)."""
+    try:
+        rows = list(csv.reader(io.StringIO(read_text(out / "metrics.csv"))))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []
+    columns = {name: rows[0].index(name) for name in ("epoch", "global_step") if rows and name in rows[0]}
+    paths = []
+    for row in rows[1:] if len(columns) == 2 else ():
+        epoch, step = (row[columns[name]] if len(row) > columns[name] else "" for name in ("epoch", "global_step"))
+        if not all(text.isascii() and text.isdigit() and len(text) <= 16 for text in (epoch, step)):
+            continue   # a row no run writes (edited): it names no checkpoint
+        if _writes_checkpoint(int(epoch), config):
+            paths.append(out / "checkpoints" / checkpoint_name(int(step)))
+    return paths
 
 
 def _writes_checkpoint(epoch: int, config: TrainConfig) -> bool:
@@ -347,7 +360,7 @@ def _append_row(path: Path, row: dict) -> None:
         if isinstance(value, float):
             return "" if math.isnan(value) else repr(value)
         return str(value)
-    with open(path, "a", newline="") as handle:
+    with naming(path), open(path, "a", newline="") as handle:
         csv.writer(handle).writerow([text(row.get(k, math.nan)) for k in METRIC_FIELDS])
 
 
