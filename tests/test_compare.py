@@ -119,7 +119,7 @@ def test_interrupted_sprt_reaches_the_same_decision(tmp_path):
     (["--max-games", "100"], "--max-games only applies with --sprt ELO0,ELO1"),
     (["--sprt", "0,10", "--max-games", "101"], "--max-games must be an even number >= 2 (games come in pairs), got 101"),
     (["--sprt", "0,10", "--sprt-model", "bayes"], "--sprt-model must be one of normalized, logistic, got 'bayes'"),
-    (["--games", "0"], "--games must be a positive integer, got 0"),
+    (["--games", "0"], "--games must be an integer >= 1, got 0"),
 ])
 def test_bad_sprt_input_is_one_line_and_writes_nothing(tmp_path, args, message):
     out = tmp_path / "out"

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from gcpipe import paths
-from gcpipe.errors import UserError, is_int
+from gcpipe.errors import UserError, check_int, is_int
 from gcpipe.io import atomic_write_json, check_output_file
 from gcpipe.match.ledger import format_ranges, read_ledger, wilson_interval
 from gcpipe.match.runner import MatchResult, check_ledger, default_ledger_path, run_match
@@ -80,8 +80,7 @@ def compare(candidate_spec: str, baseline_spec: str, games: int = 1000, book: Pl
     it: pairs until the test decides or `max_games` games (default 2 x `games`) are played; no self
     cells.  Players are named by config name or short spec through `book`.  Every bad input is
     refused before a game is played."""
-    if not is_int(games) or games < 1:
-        raise UserError(f"--games must be a positive integer, got {games!r}")
+    check_int("--games", games, 1)
     if max_games is not None:
         if sprt is None:
             raise UserError("--max-games only applies with --sprt ELO0,ELO1")

@@ -13,7 +13,7 @@ import numpy as np
 
 from gcpipe import paths
 from gcpipe.engine import END_REASONS, GUERRILLA, SIDE_NAMES
-from gcpipe.errors import UserError, check_int, is_int
+from gcpipe.errors import UserError, check_int
 from gcpipe.match.ledger import (GAME_INDEX_LIMIT, LedgerWriter, cell_name, game_seed, summary_path_for,
                                  write_summary)
 from gcpipe.match.pool import play_in_tasks, usable_cores
@@ -56,8 +56,7 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
         raise UserError(f"--first-game + --games must stay within {GAME_INDEX_LIMIT:,} game indices "
                         f"(the seed formula's uint32), got {first_game + games:,}")
     workers = usable_cores() if workers is None else workers
-    if not is_int(workers) or workers < 1:
-        raise UserError(f"--workers must be a positive integer, got {workers!r}")
+    check_int("--workers", workers, 1)
     path = Path(out) if out is not None else default_ledger_path(guerrilla, coin)
     if path.is_dir():
         raise UserError(f"ledger path {path} is a folder; give a .jsonl file")
