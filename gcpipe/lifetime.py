@@ -47,6 +47,8 @@ def worker_pool(processes: int, initializer=None, initargs=()):
     whole process group, interrupts only this process, whose exit from the block stops them.
     SIGINT stays blocked while the workers start (each ignores it, then unblocks it), so a Ctrl-C
     meanwhile reaches this process once they have, instead of being lost."""
+    if processes < 1:
+        raise ValueError(f"a worker pool needs at least one process, got {processes}")
     pool = _WorkerPool()
     try:
         pool.start(processes, initializer, initargs)
@@ -59,6 +61,7 @@ class _WorkerPool:
     def __init__(self):
         self._workers: list[_Worker] = []
         self._owed: list[_Worker] = []
+        self._serving = False   # an imap is under way: its workers' answers are its own
 
     def start(self, processes: int, initializer, initargs) -> None:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -70,17 +73,23 @@ class _WorkerPool:
                 process = context.Process(target=_serve, args=(theirs, os.getpid(), initializer, initargs),
                                           name="gcpipe-worker", daemon=True)
                 self._workers.append(_Worker(process, ours))
-                process.start()
-                theirs.close()   # the worker's end stays in the worker alone, so its death reads as EOF here
+                try:
+                    process.start()
+                finally:
+                    theirs.close()   # the worker's end stays in the worker alone: its death reads as EOF here
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
 
     def imap(self, function, tasks):
-        """function(task) for every task, computed by the workers; yields the results in task order."""
+        """function(task) for every task, computed by the workers; yields the results in task order.
+        One at a time: a second imap before the first ends would take the first's answers."""
+        if self._serving:
+            raise RuntimeError("this worker pool is serving another imap; finish or close it first")
         self._settle()
         pending = enumerate(tasks)
         idle, busy = list(reversed(self._workers)), {}
         finished, next_index = {}, 0
+        self._serving = True
         try:
             while True:
                 while idle and (task := next(pending, None)) is not None:
@@ -103,6 +112,7 @@ class _WorkerPool:
                         raise worker.died()
         finally:
             self._owed.extend(busy)   # stopped early (an error, a consumer that stopped reading)
+            self._serving = False
 
     def _settle(self) -> None:
         """Reads and drops the answers still owed to an imap that stopped early, so that a later
@@ -128,6 +138,7 @@ class _WorkerPool:
         for worker in self._workers:
             if worker.process.pid is not None:
                 worker.process.join()
+            worker.process.close()   # its sentinel
             worker.connection.close()
 
 
@@ -155,13 +166,22 @@ class _Worker:
     def died(self) -> WorkerDied:
         self.process.join(5)
         code = self.process.exitcode
-        if code is not None and code < 0:
-            how = f"was killed by {signal.Signals(-code).name}"
+        if code is None:   # its pipe broke, yet it runs on
+            how = "stopped answering"
+        elif code < 0:
+            how = f"was killed by {_signal_name(-code)}"
             if -code == signal.SIGKILL:
                 how += " (what the kernel's out-of-memory killer sends)"
         else:
             how = f"exited with status {code}"
         return WorkerDied(f"worker process {self.process.pid} {how}; a rerun continues from what was saved")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:   # a real-time signal
+        return f"signal {number}"
 
 
 class _RemoteTraceback(Exception):
@@ -196,6 +216,9 @@ def _serve(connection, parent_pid: int, initializer, initargs) -> None:
             function, task = connection.recv()
         except EOFError:
             return
+        except Exception as error:   # a task that cannot be rebuilt here (out of memory): its answer
+            connection.send(_failure(error))
+            continue
         if failure is None:
             try:
                 answer = (True, function(task), "")
@@ -210,11 +233,17 @@ def _serve(connection, parent_pid: int, initializer, initargs) -> None:
 
 
 def _failure(error: BaseException) -> tuple:
+    """The answer for a task that raised `error`, as the parent is to raise it: a SystemExit or
+    KeyboardInterrupt of a task is its bug, not the parent's exit or Ctrl-C."""
     text = "".join(traceback.format_exception(error))
     try:
-        pickle.loads(pickle.dumps(error))   # some exceptions pickle but cannot be rebuilt from their args
+        # Some exceptions pickle but cannot be rebuilt from their args.
+        portable = isinstance(error, Exception) and pickle.loads(pickle.dumps(error)) is not None
     except Exception:
-        error = RuntimeError(f"{type(error).__name__}: {error}")
+        portable = False
+    if not portable:
+        error = (UserError(str(error)) if isinstance(error, UserError) else
+                 RuntimeError(f"{type(error).__name__} in a worker: {error}"))
     return False, error, text
 
 

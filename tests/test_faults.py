@@ -392,11 +392,25 @@ def test_a_run_stopped_between_its_first_checkpoint_and_first_state_starts_over_
     assert (folder / "final.bin").read_bytes() == (reference / "final.bin").read_bytes()
     assert first.read_bytes() == (reference / "checkpoints" / first.name).read_bytes()
 
+    # Refused where starting over would not write the checkpoint again: a rerun that stops sooner
+    # (max_epochs, which the run's settings do not include), or a checkpoint other than the first.
+    folder = tmp_path / "every3"
+    monkeypatch.setattr(run_module, "_save_state", full_disk)
+    with pytest.raises(OSError, match="No space left on device"):
+        train("tiny", tiny(checkpoint_interval=3), folder, echo=lambda line: None)
+    monkeypatch.undo()
+    with pytest.raises(UserError, match=r"has 1 checkpoint\(s\) but no saved state to continue from"):
+        train("tiny", tiny(checkpoint_interval=3, max_epochs=2), folder, echo=lambda line: None)
+    assert [path.name for path in folder.rglob("*.bin")] == ["0000000000000768.bin"]
     folder = stopped_run(tmp_path / "stopped")
     for state in (STATE_FILE, PREVIOUS_STATE_FILE):
         (folder / state).unlink()
     with pytest.raises(UserError, match=r"has 4 checkpoint\(s\) but no saved state to continue from; `gcpipe train "
                                         r"tiny --restart` would discard them"):
+        train("tiny", tiny(), folder, echo=lambda line: None)
+    for checkpoint in sorted((folder / "checkpoints").glob("*.bin"))[:-1]:
+        checkpoint.unlink()
+    with pytest.raises(UserError, match=r"has 1 checkpoint\(s\) but no saved state to continue from"):
         train("tiny", tiny(), folder, echo=lambda line: None)
 
 
@@ -801,8 +815,14 @@ class _Unrebuildable(Exception):
 
 
 def _fail(task):
+    from gcpipe.errors import MissingExtraError
+
     if task == "raise":
         raise UserError("task 2 went wrong")
+    if task == "extra":   # a UserError that pickle cannot rebuild (its __init__ takes two arguments)
+        raise MissingExtraError("OpenSpiel", "openspiel")
+    if task == "exit":
+        sys.exit(3)
     if task == "odd":
         raise _Unrebuildable("odd", "not rebuilt")
     if task == "unpicklable":
@@ -822,16 +842,27 @@ def test_the_worker_pool_returns_results_in_order_and_raises_what_a_worker_met()
 
     with worker_pool(2) as pool:
         assert pool.map(_fail, [1, 2, 3, 4, 5]) == [2, 4, 6, 8, 10]
+        assert pool.map(_fail, ["slow", 1, 2]) == ["slow", 2, 4]   # in task order, not in the order they end
         assert pool.starmap(divmod, [(7, 2), (9, 4)]) == [(3, 1), (2, 1)]
         with pytest.raises(UserError, match="^task 2 went wrong$"):
             pool.map(_fail, [1, "raise", 3])
         with pytest.raises(AttributeError, match="^Can't pickle local object"):   # a result that cannot travel
             pool.map(_fail, ["unpicklable"])
-        with pytest.raises(RuntimeError, match="^_Unrebuildable: odd: not rebuilt$"):
+        with pytest.raises(UserError, match="^OpenSpiel is not installed; it comes with gcpipe's 'openspiel'"):
+            pool.map(_fail, ["extra"])   # still one line from the CLI, not a traceback
+        with pytest.raises(RuntimeError, match="^SystemExit in a worker: 3$"):   # not this process's exit
+            pool.map(_fail, ["exit"])
+        with pytest.raises(RuntimeError, match="^_Unrebuildable in a worker: odd: not rebuilt$"):
             pool.map(_fail, ["odd", "slow"])
         # Every worker still serves, and a task's answer is its own, not the stale one of the task the
         # failed map left running (the next map got it).
         assert pool.map(_fail, [6, 7]) == [12, 14]
+        first = pool.imap(_fail, [1, "slow"])
+        assert next(first) == 2
+        with pytest.raises(RuntimeError, match="serving another imap"):   # it would take the first's answers
+            pool.map(_fail, [8])
+        first.close()
+        assert pool.map(_fail, [8]) == [16]
         # A worker killed while it waits for a task: the next map says so (it hung before).
         os.kill(pool._workers[1].process.pid, signal.SIGKILL)
         pool._workers[1].process.join()

@@ -169,9 +169,11 @@ def _open_run(run: str, out: Path, trainer, resume: bool, say) -> float:
             _report_bad_checkpoints(run, out, trainer.config, say)
             return state["wall_time"]
         checkpoints = _checkpoints(out)
-        if checkpoints and checkpoints == _recorded_checkpoints(out, trainer.config)[:1]:
+        first = _recorded_checkpoints(out, trainer.config)[:1]
+        if checkpoints and checkpoints == [path for _, path in first] and first[0][0] <= _last_epoch(trainer.config):
             # Stopped between the first checkpoint and the first state (a kill, a full disk): only
-            # starting over can write that state, and it writes the checkpoint again too.
+            # starting over can write that state, and it writes the checkpoint again too (this
+            # rerun reaches its epoch).
             say(f"{run}: {checkpoints[0]} was written but no saved state after it (the run stopped in between); "
                 f"starting over, which writes it again")
         elif checkpoints:
@@ -238,7 +240,7 @@ def _report_bad_checkpoints(run: str, out: Path, config: TrainConfig, say) -> No
     (damaged on disk after they were written, as _checkpoint_problem tells): the saved state, past
     them, cannot write them again, and a rerun that said nothing left them so."""
     bad = []
-    for path in _recorded_checkpoints(out, config):
+    for _, path in _recorded_checkpoints(out, config):
         problem = f"checkpoint {path} is missing" if not path.exists() else _checkpoint_problem(path)
         if problem:
             bad.append(problem)
@@ -247,9 +249,9 @@ def _report_bad_checkpoints(run: str, out: Path, config: TrainConfig, say) -> No
             f"--restart` would train the run again to write them")
 
 
-def _recorded_checkpoints(out: Path, config: TrainConfig) -> list[Path]:
-    """The checkpoints of the epochs metrics.csv records, in order (none when it cannot be read:
-    the resume's own checks of metrics.csv speak for it)."""
+def _recorded_checkpoints(out: Path, config: TrainConfig) -> list[tuple[int, Path]]:
+    """(epoch, checkpoint) for the epochs metrics.csv records that write one, in order (none when
+    it cannot be read: the resume's own checks of metrics.csv speak for it)."""
     try:
         rows = list(csv.reader(io.StringIO(read_text(out / "metrics.csv"))))
     except (OSError, UnicodeDecodeError, csv.Error):
@@ -261,8 +263,13 @@ def _recorded_checkpoints(out: Path, config: TrainConfig) -> list[Path]:
         if not all(text.isascii() and text.isdigit() and len(text) <= 16 for text in (epoch, step)):
             continue   # a row no run writes (edited): it names no checkpoint
         if _writes_checkpoint(int(epoch), config):
-            paths.append(out / "checkpoints" / checkpoint_name(int(step)))
+            paths.append((int(epoch), out / "checkpoints" / checkpoint_name(int(step))))
     return paths
+
+
+def _last_epoch(config: TrainConfig) -> int:
+    """The epoch this invocation stops after: the run's last, or max_epochs when that is sooner."""
+    return config.total_epochs if not config.max_epochs else min(config.total_epochs, config.max_epochs)
 
 
 def _writes_checkpoint(epoch: int, config: TrainConfig) -> bool:
@@ -294,7 +301,7 @@ def _epochs(run: str, trainer, out: Path, elapsed_before: float, echo) -> None:
     config = trainer.config
     metrics = out / "metrics.csv"
     started = time.perf_counter()
-    last_epoch = config.total_epochs if not config.max_epochs else min(config.total_epochs, config.max_epochs)
+    last_epoch = _last_epoch(config)
     with Meter(run, config.total_epochs, "epochs", completed=trainer.epoch, write=echo) as meter:
         while trainer.epoch < last_epoch:
             t0, step_before = time.perf_counter(), trainer.global_step
