@@ -7,7 +7,7 @@ from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
 from gcpipe import __version__, paths
-from gcpipe.errors import UserError, print_interrupted
+from gcpipe.errors import UserError, print_stderr, print_interrupted
 from gcpipe.torch_env import before_torch
 
 before_torch()   # before any command imports torch
@@ -25,18 +25,18 @@ class _UserErrorsAsOneLine(TyperGroup):
         try:
             return super().invoke(ctx)
         except UserError as error:
-            typer.echo(f"gcpipe: error: {error}", err=True)
+            print_stderr(f"gcpipe: error: {error}")
             raise typer.Exit(2) from None
         except UsageError as error:
             command = error.ctx.command_path if error.ctx else "gcpipe"
-            typer.echo(f"gcpipe: error: {' '.join(error.format_message().split())} (see {command} --help)", err=True)
+            print_stderr(f"gcpipe: error: {' '.join(error.format_message().split())} (see {command} --help)")
             raise typer.Exit(2) from None
         except OSError as error:
             where = f"{error.filename}: " if error.filename else ""
-            typer.echo(f"gcpipe: error: {where}{error.strerror or error}", err=True)
+            print_stderr(f"gcpipe: error: {where}{error.strerror or error}")
             raise typer.Exit(2) from None
         except MemoryError as error:   # numpy names the allocation: "Unable to allocate 7.28 TiB for ..."
-            typer.echo(f"gcpipe: error: out of memory{f' ({error})' if str(error) else ''}; ask for less", err=True)
+            print_stderr(f"gcpipe: error: out of memory{f' ({error})' if str(error) else ''}; ask for less")
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             print_interrupted()

@@ -1,6 +1,7 @@
 """Errors a user can cause; the CLI prints them as one line and exits non-zero."""
 import math
 import numbers
+import os
 import sys
 
 
@@ -38,7 +39,17 @@ def is_finite_number(value) -> bool:
 def print_interrupted() -> None:
     """The one line a Ctrl-C leaves on stderr (on a terminal after the ^C echo or a progress bar)."""
     start = "\n" if sys.stderr.isatty() else ""
-    print(f"{start}gcpipe: interrupted", file=sys.stderr)
+    print_stderr(f"{start}gcpipe: interrupted")
+
+
+def print_stderr(line: str) -> None:
+    """`line` on stderr.  Where stderr cannot take it (a full disk under a job's log file), the line
+    is dropped: it is a message, not a result, and an error's exit status still says it (the failed
+    print of an error gave a traceback, itself unprintable, and status 1)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        sys.stderr = open(os.devnull, "w")   # the unwritten line stays in the old stream's buffer
 
 
 def run_script(main, argv: list[str], name: str) -> int:
@@ -47,5 +58,5 @@ def run_script(main, argv: list[str], name: str) -> int:
     try:
         return main(argv)
     except UserError as error:
-        print(f"{name}: error: {error}", file=sys.stderr)
+        print_stderr(f"{name}: error: {error}")
         return 2

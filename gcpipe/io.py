@@ -30,7 +30,8 @@ def atomic_write_bytes(path, data: bytes) -> None:
     check_output_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # The temp file must live in the target folder: os.replace is only atomic within a filesystem.
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=_TEMP_SUFFIX)
+    with naming(path, instead_of=path.parent):   # not the temp file's random name: ENOSPC for want of inodes
+        fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=_TEMP_SUFFIX)
     try:
         with naming(path):
             os.fchmod(fd, 0o666 & ~_UMASK)
@@ -45,13 +46,14 @@ def atomic_write_bytes(path, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def naming(path):
+def naming(path, instead_of=None):
     """An OSError raised inside without a file name (a write's or an fsync's: "No space left on
-    device") gets `path`, so the one-line error says which file could not be written."""
+    device"), or naming a file in folder `instead_of`, gets `path`, so the one-line error says
+    which file could not be written."""
     try:
         yield
     except OSError as error:
-        if error.filename is None:
+        if error.filename is None or (instead_of is not None and Path(error.filename).parent == instead_of):
             error.filename = str(path)
         raise
 

@@ -17,13 +17,12 @@ import os
 import pickle
 import signal
 import socket
-import sys
 import threading
 import time
 import traceback
 from pathlib import Path
 
-from gcpipe.errors import UserError
+from gcpipe.errors import UserError, print_stderr
 
 LAUNCHER_ENV = "GCPIPE_LAUNCHER"
 
@@ -314,8 +313,8 @@ def _wait_for_exit(pidfd: int, then) -> None:
 
 
 def _launcher_gone(pid: int) -> None:
-    print(f"gcpipe: error: the process that started this job (PID {pid}) has exited; stopping "
-          f"(finished games and saved states are kept; a rerun continues)", file=sys.stderr, flush=True)
+    print_stderr(f"gcpipe: error: the process that started this job (PID {pid}) has exited; stopping "
+                 f"(finished games and saved states are kept; a rerun continues)")
     # SIGKILL, not an exception: the main thread may be deep in C or torch.  Ledger lines and
     # states are written whole (fsynced lines, atomic files), and worker_pool's workers follow.
     os.kill(os.getpid(), signal.SIGKILL)

@@ -12,6 +12,8 @@ from typing import Callable
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
+from gcpipe.errors import print_stderr
+
 
 class Meter:
     """Use as a context manager; `advance` after each piece of work.  `completed` counts work done
@@ -25,7 +27,7 @@ class Meter:
         self.done, self.score = completed, score
         self._start_done, self._clock = completed, clock
         self._start = self._last = clock()
-        self._write = write or _stderr_line
+        self._write = write or print_stderr
         self._interval = interval
         self._bar: Progress | None = None
         self.enabled = enabled
@@ -75,5 +77,3 @@ def _hms(seconds: float) -> str:
     return "-:--:--" if not math.isfinite(seconds) else str(timedelta(seconds=round(seconds)))
 
 
-def _stderr_line(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)

@@ -417,26 +417,47 @@ def test_a_run_stopped_between_its_first_checkpoint_and_first_state_starts_over_
 def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch):
     """A write's or fsync's OSError carries no file name: the line said only "No space left on device"."""
     import errno
+    import tempfile
 
     from gcpipe.io import atomic_write_bytes
 
     ledger = tmp_path / "m.jsonl"
-    code = ("import errno, os, sys\n"
+    match = ("import sys\n"
+             f"sys.argv = ['gcpipe', 'match', 'random', 'greedy', '--games', '5', '--out', {str(ledger)!r}]\n"
+             "from gcpipe.__main__ import main\n"
+             "main()")
+    code = ("import errno, os\n"
             "def fsync(fd): raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))\n"
-            "os.fsync = fsync\n"
-            f"sys.argv = ['gcpipe', 'match', 'random', 'greedy', '--games', '5', '--out', {str(ledger)!r}]\n"
-            "from gcpipe.__main__ import main\n"
-            "main()")
+            "os.fsync = fsync\n") + match
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env())
     assert (result.returncode, result.stderr) == (2, f"gcpipe: error: {ledger}: No space left on device\n")
+    # A write that fails (here beyond a file-size limit) leaves the rest of the line in the buffer,
+    # which closing the ledger tries again: that second error, without a name, was the one shown.
+    ledger.unlink()
+    limited = ("import resource, signal\n"
+               "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))\n") + match
+    result = subprocess.run([sys.executable, "-c", limited], capture_output=True, text=True, timeout=60, env=_env())
+    assert (result.returncode, result.stderr) == (2, f"gcpipe: error: {ledger}: File too large\n")
+    # Where stderr itself is on the full disk (a job's log), the status still says it: a traceback
+    # about the unprintable line, itself unprintable, and status 1 before.
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([GCPIPE, "match", "random", "greedy", "--games", "5", "--out", "/proc/x/y.jsonl"],
+                                stdout=subprocess.DEVNULL, stderr=full, timeout=60, env=_env())
+    assert result.returncode == 2
 
     def full_disk(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(os, "fsync", full_disk)
-    with pytest.raises(OSError) as raised:
-        atomic_write_bytes(tmp_path / "state.pt", b"state")
-    assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, str(tmp_path / "state.pt"))
+    def no_inodes(dir, prefix, suffix):   # the temp file's random name, which says nothing to a user
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"{dir}/{prefix}x1y2z3w4{suffix}")
+
+    for patch in ((os, "fsync", full_disk), (tempfile, "mkstemp", no_inodes)):
+        monkeypatch.setattr(*patch)
+        with pytest.raises(OSError) as raised:
+            atomic_write_bytes(tmp_path / "state.pt", b"state")
+        assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, str(tmp_path / "state.pt"))
+        monkeypatch.undo()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["m.jsonl"]   # no temp file left
 
 

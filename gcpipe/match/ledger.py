@@ -283,8 +283,9 @@ class LedgerWriter:
 
     def close(self) -> None:
         if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+            handle, self._handle = self._handle, None
+            with naming(self.path):   # its flush retries what a failed write left in the buffer
+                handle.close()
 
     def __exit__(self, *exc_info):
         self.close()

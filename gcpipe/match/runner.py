@@ -5,7 +5,6 @@ an earlier run was killed, and a rerun plays only the missing games.
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import numpy as np
 
 from gcpipe import paths
 from gcpipe.engine import END_REASONS, GUERRILLA, SIDE_NAMES
-from gcpipe.errors import UserError, check_int
+from gcpipe.errors import UserError, check_int, print_stderr
 from gcpipe.match.ledger import (GAME_INDEX_LIMIT, LedgerWriter, cell_name, game_seed, summary_path_for,
                                  write_summary)
 from gcpipe.match.pool import play_in_tasks, usable_cores
@@ -67,7 +66,7 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
         if mismatch and not replace_others:
             raise UserError(f"{mismatch}; {LEDGER_REMEDY}")
         if mismatch:
-            print(f"gcpipe: playing afresh: {mismatch}", file=sys.stderr, flush=True)
+            print_stderr(f"gcpipe: playing afresh: {mismatch}")
             writer.start_over()
         done = writer.done_games
         end = first_game + games

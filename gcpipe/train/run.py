@@ -29,7 +29,6 @@ import io
 import json
 import math
 import shutil
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -39,7 +38,7 @@ import torch
 from gcpipe import paths
 from gcpipe.engine import COIN, GUERRILLA, SIDE_NAMES
 from gcpipe.engine.vecenv import LOG_FIELDS
-from gcpipe.errors import UserError
+from gcpipe.errors import UserError, print_stderr
 from gcpipe.torch_env import set_threads
 from gcpipe.train.heap import keep_freed_blocks
 from gcpipe.io import (atomic_write_json, checksum_path, checksum_problem, keep_previous, locked_folder, read_bytes,
@@ -72,7 +71,7 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
     out = Path(out_dir) if out_dir is not None else paths.run_dir(run)
     if threads is not None:
         set_threads(threads)
-    say = echo or _stderr
+    say = echo or print_stderr
     keep_freed_blocks()
     device = torch_device(config, where=f"run {run}")
     init_path = Path(init) if init is not None else paths.final_checkpoint(config.init_run) if config.init_run else None
@@ -405,6 +404,3 @@ def _differences(previous: dict, record: dict) -> str:
                      ["a teacher checkpoint"] * (before["teachers"] != now["teachers"]) +
                      ["the run name"] * (before["run"] != now["run"])) or "settings"
 
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
