@@ -7,7 +7,7 @@ from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
 from gcpipe import __version__, paths
-from gcpipe.errors import UserError, print_stderr, print_interrupted
+from gcpipe.errors import UserError, print_interrupted, print_stderr
 from gcpipe.torch_env import before_torch
 
 before_torch()   # before any command imports torch

@@ -235,11 +235,12 @@ def _failure(error: BaseException) -> tuple:
     """The answer for a task that raised `error`, as the parent is to raise it: a SystemExit or
     KeyboardInterrupt of a task is its bug, not the parent's exit or Ctrl-C."""
     text = "".join(traceback.format_exception(error))
-    try:
-        # Some exceptions pickle but cannot be rebuilt from their args.
-        portable = isinstance(error, Exception) and pickle.loads(pickle.dumps(error)) is not None
-    except Exception:
-        portable = False
+    portable = isinstance(error, Exception)
+    if portable:
+        try:
+            pickle.loads(pickle.dumps(error))   # some exceptions pickle but cannot be rebuilt from their args
+        except Exception:
+            portable = False
     if not portable:
         error = (UserError(str(error)) if isinstance(error, UserError) else
                  RuntimeError(f"{type(error).__name__} in a worker: {error}"))

@@ -75,5 +75,3 @@ def _rate(rate: float) -> str:
 def _hms(seconds: float) -> str:
     """H:MM:SS, as rich writes times."""
     return "-:--:--" if not math.isfinite(seconds) else str(timedelta(seconds=round(seconds)))
-
-

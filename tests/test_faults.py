@@ -21,6 +21,8 @@ from gcpipe.match.ledger import LedgerWriter, merge_shards, read_ledger
 from gcpipe.train.config import make_config
 from gcpipe.train.run import PREVIOUS_STATE_FILE, STATE_FILE, train
 
+from processes import children
+
 GCPIPE = str(Path(sys.executable).parent / "gcpipe")
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 REPO = Path(__file__).resolve().parent.parent
@@ -804,10 +806,6 @@ def test_ctrl_c_reaches_only_the_parent_of_worker_processes(tmp_path):
         stop(match)
 
 
-def _worker_pids(parent):
-    return [int(pid) for pid in Path(f"/proc/{parent}/task/{parent}/children").read_text().split()]
-
-
 def test_a_worker_killed_from_outside_stops_the_match_with_one_line_and_a_rerun_finishes_it(tmp_path):
     """A pool worker killed alone (the kernel's out-of-memory killer, a `kill -9`): its task's
     result never came, and the match waited for it forever with its ledger locked."""
@@ -816,7 +814,7 @@ def test_a_worker_killed_from_outside_stops_the_match_with_one_line_and_a_rerun_
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
     try:
         wait_for(lambda: lines_of(tmp_path / "m.jsonl") >= 2, what="the first games")
-        victim = _worker_pids(match.pid)[0]
+        victim = children(match.pid)[0]
         os.kill(victim, signal.SIGKILL)
         stderr = match.communicate(timeout=60)[1]
     finally:

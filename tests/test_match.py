@@ -25,6 +25,8 @@ from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.nn.player import NetworkPlayer
 from gcpipe.players import PlayerBook, define, parse_spec, play_games
 
+from processes import children
+
 GCPIPE = str(Path(sys.executable).parent / "gcpipe")
 
 
@@ -256,10 +258,6 @@ def _match_command(out: Path, workers: int) -> list[str]:
             "--out", str(out), "--quiet"]
 
 
-def _children(pid: int) -> list[int]:
-    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
 def _running(pid: int) -> bool:
     """Alive and not a zombie (an orphan's zombie lingers where nothing reaps it)."""
     try:
@@ -281,7 +279,7 @@ def test_resume_after_kill_is_byte_identical(tmp_path):
         while not (resumed.exists() and resumed.read_bytes().count(b"\n") >= 4):
             assert process.poll() is None and time.monotonic() < deadline, "the match ended before it was killed"
             time.sleep(0.005)
-        workers = _children(process.pid)
+        workers = children(process.pid)
         os.kill(process.pid, signal.SIGKILL)     # the match process only: its workers must follow it
         process.wait()
         deadline = time.monotonic() + 10

@@ -168,8 +168,8 @@ def _open_run(run: str, out: Path, trainer, resume: bool, say) -> float:
             _report_bad_checkpoints(run, out, trainer.config, say)
             return state["wall_time"]
         checkpoints = _checkpoints(out)
-        first = _recorded_checkpoints(out, trainer.config)[:1]
-        if checkpoints and checkpoints == [path for _, path in first] and first[0][0] <= _last_epoch(trainer.config):
+        first_epoch, first = next(iter(_recorded_checkpoints(out, trainer.config)), (None, None))
+        if checkpoints == [first] and first_epoch <= _last_epoch(trainer.config):
             # Stopped between the first checkpoint and the first state (a kill, a full disk): only
             # starting over can write that state, and it writes the checkpoint again too (this
             # rerun reaches its epoch).
@@ -403,4 +403,3 @@ def _differences(previous: dict, record: dict) -> str:
     return ", ".join(keys + ["the init checkpoint"] * (before["init"] != now["init"]) +
                      ["a teacher checkpoint"] * (before["teachers"] != now["teachers"]) +
                      ["the run name"] * (before["run"] != now["run"])) or "settings"
-
