@@ -96,7 +96,7 @@ def _check_cross_references(config: dict) -> None:
             for side, searched in configs[run].teacher_search.items():
                 teacher = configs[run].teacher_runs[side]
                 if searched and configs[teacher].algorithm == "ppo":
-                    raise UserError(f"runs.{run}.teacher_search.{side}: the search reads run {teacher!r}'s value rows as "
+                    raise UserError(f"runs.{run}.teacher_search.{side}: the search reads the value rows of run {teacher!r} as "
                                     f"+-1 outcomes, which algorithm ppo does not train; teach with an expert or distill run")
     for name, player in players.items():
         if player["kind"] in CHECKPOINT_KINDS and "run" in player and player["run"] not in runs:

@@ -39,20 +39,47 @@ ROSTER_POSITIONS = _schema()["$defs"]["roster"]["maximum"] + 1
 assert ROSTER_POSITIONS == 16
 
 
+def _wants_integer(subschema) -> bool:
+    while isinstance(subschema, dict) and "$ref" in subschema:   # every "#/$defs/NAME" is schema.yaml's
+        subschema = _schema()["$defs"].get(subschema["$ref"].rsplit("/", 1)[1])
+    return isinstance(subschema, dict) and subschema.get("type") == "integer"
+
+
+def _integers_as_int(mapping: dict, subschemas) -> None:
+    """Over (key, subschema) pairs of `mapping`: an integer setting written as 1.0e+3 (which JSON
+    Schema takes as an integer) becomes the int 1000, so code and files downstream see one type."""
+    for key, subschema in subschemas:
+        value = mapping.get(key)
+        if isinstance(value, float) and value.is_integer() and _wants_integer(subschema):
+            mapping[key] = int(value)
+
+
 def _extend_with_defaults(validator_class):
     """A validator that fills in each property's `default` before validating it (the recipe
     snakemake's `validate` uses), copying the default so filled configs never share objects
-    with the schema or with each other."""
+    with the schema or with each other; and that turns integral floats of integer settings into
+    ints."""
     validate_properties = validator_class.VALIDATORS["properties"]
+    validate_additional = validator_class.VALIDATORS["additionalProperties"]
 
     def properties_with_defaults(validator, properties, instance, schema):
         if validator.is_type(instance, "object"):
             for name, subschema in properties.items():
                 if "default" in subschema and name not in instance:
                     instance[name] = copy.deepcopy(subschema["default"])
+            _integers_as_int(instance, properties.items())
         yield from validate_properties(validator, properties, instance, schema)
 
-    return validators.extend(validator_class, {"properties": properties_with_defaults})
+    def additional_properties_as_int(validator, additional, instance, schema):
+        if validator.is_type(instance, "object") and isinstance(additional, dict):
+            named, patterns = schema.get("properties", {}), list(schema.get("patternProperties", {}))
+            extra = [key for key in instance
+                     if key not in named and not any(re.search(pattern, key) for pattern in patterns)]
+            _integers_as_int(instance, ((key, additional) for key in extra))
+        yield from validate_additional(validator, additional, instance, schema)
+
+    return validators.extend(validator_class, {"properties": properties_with_defaults,
+                                               "additionalProperties": additional_properties_as_int})
 
 
 def _finite_number(checker, instance) -> bool:

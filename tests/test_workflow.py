@@ -50,6 +50,25 @@ def test_defaults_are_filled_in():
 def test_filled_defaults_are_not_shared_between_configs():
     first = validate_config(small_config())
     first["matches"]["max_games_with"]["random"] = 5
+
+def test_integer_settings_written_as_floats_become_ints():
+    # The README's tip for YAML (1e8 is text): 1.0e+8. Such a float of the match plan's counts broke
+    # the DAG's shard arithmetic in a traceback, and `gcpipe config` printed games: 1000.0.
+    config = validate_config(small_config(
+        players={"m": {"kind": "mcts", "iterations": 2.0e+3, "exploration": 1.0, "roster": 3.0},
+                 "g": {"kind": "greedy"}},
+        matches={"games": 1.0e+3, "max_games_with": {"m": 1.5e+2}, "shard_size": 1.0e+2},
+        runs={"r": {"total_timesteps": 1.0e+6, "learning_rate": 1.0}}))
+    values = [config["players"]["m"]["iterations"], config["players"]["m"]["roster"],
+              config["matches"]["games"], config["matches"]["max_games_with"]["m"],
+              config["matches"]["shard_size"], config["runs"]["r"]["total_timesteps"]]
+    assert values == [2000, 3, 1000, 150, 100, 1000000]
+    assert all(type(value) is int for value in values)
+    assert type(config["players"]["m"]["exploration"]) is float   # a number setting stays a float
+    assert "games: 1000\n" in config_text(config)
+    assert [(cell.name, cell.games) for cell in match_plan(config)][:2] == [("m__m", 150), ("m__g", 150)]
+    assert shards(config["matches"]["max_games_with"]["m"], config["matches"]["shard_size"]) == [(0, 100), (100, 50)]
+
     assert validate_config(small_config())["matches"]["max_games_with"] == {}
 
 
@@ -136,7 +155,7 @@ def test_a_pipeline_device_is_the_device_of_every_run_without_its_own():
      "runs.r.teacher_runs.coin: 'q' is not a configured run (runs: r, s)"),
     (lambda c: c.update(runs={"r": {"algorithm": "distill", "teacher_runs": {"guerrilla": "s", "coin": "t"},
                                     "teacher_search": {"guerrilla": True, "coin": False}}, "s": {}, "t": {}}),
-     "runs.r.teacher_search.guerrilla: the search reads run 's''s value rows as +-1 outcomes, which algorithm ppo"),
+     "runs.r.teacher_search.guerrilla: the search reads the value rows of run 's' as +-1 outcomes, which algorithm ppo"),
     (lambda c: c.update(runs={"r": {"init_run": "s"},
                               "s": {"algorithm": "distill", "teacher_runs": {"guerrilla": "t", "coin": "r"}}, "t": {}}),
      "runs.r.init_run: the runs start from each other in a circle (r -> s -> r)"),
