@@ -296,7 +296,8 @@ rule elo:
         mem_mb=2000,
         runtime=15,
     shell:
-        "gcpipe elo {input} --out {params.folder} --anchor {params.anchor} --order {params.order} {params.ordo} > {log} 2>&1"
+        "gcpipe elo {input} --out {params.folder} --anchor {params.anchor} --order {params.order} {params.ordo}"
+        " --config $GCPIPE_RESOLVED_CONFIG > {log} 2>&1"
 
 
 rule games:

@@ -1,15 +1,15 @@
-"""Strength of players against opponents from both sides, on fresh seeds: the measurements behind the
+r"""Strength of players against opponents from both sides, on fresh seeds: the measurements behind the
 README's strength tables.
 
     python benchmarks/strength.py --games 300 --out results/strength \
         cand=net:results/runs/candidate/final.bin -- mcts:2000 mcts:10000
 
 Each player (before `--`) plays each opponent (after `--`) `--games` games as Guerrilla and as COIN,
-in ledgers under --out (resumable like every match).  Roster positions start at --roster (default
-8), beyond the 0-6 of the published cells and the default config, so the seeds are ones no
-training or pipeline cell used (positions end at 15: with more players or opponents than fit, the
-match says so).  Prints
-the player's wins per side with 95 % Wilson intervals."""
+in ledgers under --out (resumable like every match).  Players are short specs or the players of
+--config (default config/config.yaml: `mcts2k`, `candidate`, ...).  Roster positions start at
+--roster (default 8), beyond the 0-6 of the published cells and the default config, so the seeds
+are ones no training or pipeline cell used (positions end at 15: with more players or opponents
+than fit, the match says so).  Prints the player's wins per side with 95 % Wilson intervals."""
 import argparse
 import sys
 from pathlib import Path
@@ -55,7 +55,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=paths.RESULTS / "strength")
     parser.add_argument("--roster", type=int, default=8)
     parser.add_argument("--workers", type=int, default=None)
-    parser.add_argument("--config", default=None)
+    parser.add_argument("--config", default=Path(__file__).resolve().parents[1] / "config" / "config.yaml",
+                        help="a config whose players can be named (default: the default config)")
     args = parser.parse_args(argv[:split])
     opponents = argv[split + 1:]
     book = player_book(args.config)

@@ -84,19 +84,29 @@ def elo(ledgers: list[str] = typer.Argument(None, metavar="LEDGER...",
         crosstable: str = typer.Option(None, "--crosstable",
                                        help="Fit a cross table file (.json or Markdown) instead of ledgers."),
         ordo: bool = typer.Option(False, "--ordo",
-                                  help="Also write ordo.*: one rating per player plus a fitted Guerrilla advantage.")):
+                                  help="Also write ordo.*: one rating per player plus a fitted Guerrilla advantage."),
+        config: Path = typer.Option(None, "--config", help="A pipeline config: each ledger's cell must be in its "
+                                    "match plan and hold exactly the planned games (the pipeline passes its own).")):
     """Fit side-specific Bradley–Terry Elo ratings and write tables and plots: ratings, cross table,
     rating differences with the likelihood of superiority, head-to-head cells."""
     from gcpipe.elo import elo_table, ratings_table_markdown
 
-    ratings = elo_table(ledgers or (), out_dir=out, anchor=anchor,
-                        order=order.split(",") if order else None, crosstable=crosstable, ordo=ordo)
+    planned_games = None
+    if config is not None:
+        from gcpipe.config import load_config
+        from gcpipe.workflow import match_plan
+
+        planned_games = {cell.name: cell.games for cell in match_plan(load_config(config))}
+    ratings = elo_table(ledgers or (), out_dir=out, anchor=anchor, order=order.split(",") if order else None,
+                        crosstable=crosstable, ordo=ordo, planned_games=planned_games)
     typer.echo(ratings_table_markdown(ratings), nl=False)
 
 
-_PLAYER_HELP = ("A config player's name or a short spec: random, greedy, mcts:ITERATIONS[:EXPLORATION[:ROLLOUT]], "
-                "net:PATH, openspiel:mcts[:MAX_SIMULATIONS[:UCT_C[:N_ROLLOUTS]]]; NAME=SPEC names it, "
-                "SPEC@N sets its roster position.")
+# The kinds' spec_usage() (a test keeps them in step: importing the kinds here would load the engine
+# for every command, `gcpipe build` included).
+_PLAYER_HELP = ("A config player's name or a short spec: random, greedy, mcts[:ITERATIONS[:EXPLORATION[:ROLLOUT]]], "
+                "net:PATH, search:PATH:SIMULATIONS, openspiel:mcts[:MAX_SIMULATIONS[:UCT_C[:N_ROLLOUTS]]]; "
+                "NAME=SPEC names it, SPEC@N sets its roster position.")
 _CONFIG_OPTION = typer.Option(None, "--config", help="Pipeline config whose `players:` can be named.")
 _WORKERS_OPTION = typer.Option(None, "--workers", help="Worker processes (default: all cores). Results do not depend on it.")
 _QUIET_OPTION = typer.Option(False, "--quiet", help="No progress output.")
@@ -112,7 +122,8 @@ def train(run: str = typer.Argument(..., help="The run's name under `runs:` in t
           threads: int = typer.Option(None, "--threads", help="torch threads (default: torch's choice); expert "
                                                                "iteration plays its games in as many processes."),
           init: Path = typer.Option(None, "--init", help="Start from this checkpoint (overrides the run's init_run).")):
-    """Train RUN (PPO or expert iteration): checkpoints, metrics.csv, resume state and final.bin in the run folder."""
+    """Train RUN (PPO, distillation or expert iteration): checkpoints, metrics.csv, resume state and final.bin in
+    the run folder."""
     from gcpipe.config import run_config
     from gcpipe.train.run import train as run_training
 

@@ -30,6 +30,7 @@ class Meter:
         self._write = write or print_stderr
         self._interval = interval
         self._bar: Progress | None = None
+        self._stopped = False
         self.enabled = enabled
         if enabled and write is None and sys.stderr.isatty():
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[text]}"),
@@ -57,11 +58,16 @@ class Meter:
             self._last = self._clock()
             self._write(self.line())
 
+    def stop_early(self) -> None:
+        """The work ends short of `total` (a sequential test that decided): no ETA from here on."""
+        self._stopped = True
+
     def text(self) -> str:
         elapsed = self._clock() - self._start
         rate = (self.done - self._start_done) / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else math.inf
-        parts = [f"{self.done:,}/{self.total:,} {self.unit}", f"{_rate(rate)} {self.unit}/s", f"ETA {_hms(eta)}"]
+        parts = [f"{self.done:,}/{self.total:,} {self.unit}", f"{_rate(rate)} {self.unit}/s"]
+        parts += [] if self._stopped else [f"ETA {_hms(eta)}"]
         return "  ".join(parts + ([self.score] if self.score else []))
 
     def line(self) -> str:

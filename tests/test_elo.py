@@ -228,6 +228,28 @@ def test_cli_elo(tmp_path):
         "gcpipe: error: bad anchor 'zz': expected 'mean:VALUE' or 'PLAYER/SIDE:VALUE'"]
 
 
+def test_elo_with_a_config_takes_only_the_cells_of_its_match_plan(tmp_path):
+    # A tournament run by hand into results/matches/ (100 games a cell) sat where the pipeline's
+    # 1000-game cells go; Snakemake kept it as the cell's output and the table mixed the two.
+    paths, _ = _ledger_field(tmp_path)
+    config = tmp_path / "config.yaml"
+
+    def elo(games, field="[greedy, random]"):
+        config.write_text(f"players: {{random: {{kind: random}}, greedy: {{kind: greedy}}}}\n"
+                          f"matches: {{games: {games}, field: {field}}}\n")
+        return CliRunner().invoke(app, ["elo", *map(str, paths), "--out", str(tmp_path / "elo"),
+                                        "--config", str(config)])
+
+    assert elo(10).exit_code == 0
+    planned = elo(20)
+    assert (planned.exit_code, planned.stderr) == (2, (
+        f"gcpipe: error: {paths[0]}: cell greedy__greedy holds games 0-9 where the config plans 0-19: not this "
+        f"pipeline's ledger (a match or tournament run by hand into {tmp_path}/?); move it away and rerun\n"))
+    unplanned = elo(10, field="[greedy]")
+    assert (unplanned.exit_code, unplanned.stderr) == (2, (
+        f"gcpipe: error: {paths[1]}: cell greedy__random is not in the config's match plan; move the ledger away\n"))
+
+
 def test_one_sided_players_keep_the_field_order(tmp_path):
     table = CrossTable.from_cells([("a", "b", 3, 7), ("a", "c", 5, 5), ("d", "b", 1, 1)])
     assert table.players == ("a", "b", "c", "d")

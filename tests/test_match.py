@@ -71,6 +71,14 @@ def test_short_specs():
     assert entry.identity["exploration"] == 1.0 and isinstance(entry.identity["exploration"], float)
 
 
+def test_the_commands_help_lists_every_kind_s_short_spec():
+    from gcpipe.cli import _PLAYER_HELP
+    from gcpipe.players import KINDS
+
+    listed = _PLAYER_HELP.split(": ", 1)[1].split("; ")[0]
+    assert listed == ", ".join(cls.spec_usage() for cls in KINDS.values())
+
+
 def test_net_spec_identity(nets):
     player = parse_spec(f"net:{nets['alpha']}")
     assert player.name == "alpha"

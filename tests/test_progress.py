@@ -52,3 +52,14 @@ def test_match_command_reports_progress_on_stderr(tmp_path):
     final = result.stderr.strip().splitlines()[-1]
     assert final.startswith("greedy__random: 30/30 games  ") and final.endswith("  Guerrilla-COIN 27-3")
     assert result.stdout.startswith("greedy__random: 30 games, Guerrilla greedy 27 - COIN random 3 ")
+
+
+def test_a_decided_sprt_line_shows_no_eta(tmp_path):
+    # greedy takes nearly every pair from random: H1 is accepted at pair 17, far short of the 10,000
+    # pairs of --max-games; the line gave an ETA for the pairs it would never play.
+    result = CliRunner().invoke(app, ["compare", "greedy", "random", "--sprt", "0,50", "--games", "10000",
+                                      "--workers", "1", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    final = result.stderr.strip().splitlines()[-1]
+    assert final.startswith("SPRT greedy vs random: 17/10,000 pairs  ") and "ETA" not in final
+    assert final.endswith("  H1 accepted")

@@ -203,3 +203,10 @@ def test_runs_ab_compares_strength_ledgers_over_runs(tmp_path):
     done = _script("runs_ab.py", "--a", tmp_path / "r8", tmp_path / "r10", "--b", tmp_path / "r12", tmp_path / "r13")
     assert (done.returncode, done.stderr) == (2, f"runs_ab: error: {tmp_path / 'r10' / 'coin_0_0.jsonl'}: "
                                                  "no finished games yet\n")
+
+
+def test_strength_names_the_default_config_s_players(tmp_path):
+    # The docs' commands name `mcts2k` without --config: the default config's players are known.
+    done = _script("strength.py", "--games", 2, "--workers", 1, "--out", tmp_path, "greedy", "--", "mcts2k")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "greedy vs mcts2k: as Guerrilla 0/2 (0.0 %, 0.0-65.8) as COIN 0/2 (0.0 %, 0.0-65.8)\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gcpipe.errors import UserError, is_int
 from gcpipe.io import read_text
-from gcpipe.match.ledger import read_ledger
+from gcpipe.match.ledger import format_ranges, read_ledger
 
 # Cell text of the published format; an en dash is accepted too since prose often uses one.
 _CELL = re.compile(r"^\s*(\d+)\s*[-–]\s*(\d+)\s*$")
@@ -187,12 +187,26 @@ def read_crosstable(path, order=None) -> CrossTable:
     return parse_crosstable_markdown(text, source=str(path), order=order)
 
 
-def crosstable_from_ledgers(ledger_paths, order=None) -> CrossTable:
+def _check_planned(cell: str, games: dict[int, Path], planned_games: dict[str, int]) -> None:
+    """A pipeline's cell holds exactly its planned games; anything else is a ledger the pipeline did
+    not write, which would enter the table silently (Snakemake keeps an output it finds in place)."""
+    path = next(iter(games.values()))
+    if cell not in planned_games:
+        raise UserError(f"{path}: cell {cell} is not in the config's match plan; move the ledger away")
+    if sorted(games) != list(range(planned_games[cell])):
+        raise UserError(f"{path}: cell {cell} holds games {format_ranges(sorted(games))} where the config plans "
+                        f"0-{planned_games[cell] - 1}: not this pipeline's ledger (a match or tournament run by hand "
+                        f"into {path.parent}/?); move it away and rerun")
+
+
+def crosstable_from_ledgers(ledger_paths, order=None, planned_games: dict[str, int] | None = None) -> CrossTable:
     """Count wins per cell over match ledgers.
 
     Several ledgers of one cell (e.g. unmerged shards) are added up; a game index seen twice
     in a cell, a cell whose ledgers disagree on the players, or a player name that stands for
-    different players (different ids) in different ledgers is an error.
+    different players (different ids) in different ledgers is an error.  With `planned_games`
+    (cell name -> games, a pipeline's match plan) every cell must be in the plan and hold exactly
+    its games 0..N-1.
     """
     if not ledger_paths:
         raise UserError("no ledgers given")
@@ -221,5 +235,8 @@ def crosstable_from_ledgers(ledger_paths, order=None) -> CrossTable:
                                 f"{games[record['game']]} and {path}")
             games[record["game"]] = path
             tally[0 if record["winner"] == "guerrilla" else 1] += 1
+    if planned_games is not None:
+        for (guerrilla, coin), games in seen_games.items():
+            _check_planned(f"{guerrilla}__{coin}", games, planned_games)
     return CrossTable.from_cells([(g, c, gw, cw) for (g, c), (gw, cw) in counts.items()],
                                  order=order, player_ids=player_ids)

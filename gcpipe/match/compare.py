@@ -137,6 +137,8 @@ def _sequential(test: SPRT, pairing, ledgers, max_pairs: int, step: int, workers
                                          progress=False)
             wins = pair_wins(*(read_ledger(ledgers[key]) for key in keys), first + count)
             state = test.scan(wins, start=state.pairs)
+            if state.decision:
+                meter.stop_early()
             meter.advance(state.pairs - meter.done, f"LLR {state.llr:+.2f} [{lower:.2f}, {upper:.2f}]"
                                                     + (f"  {state.decision}" if state.decision else ""))
             if state.decision:
