@@ -3,17 +3,22 @@ interrupt while typer, numpy and the engine load (~0.1 s) is one line as later o
 import signal
 import sys
 
-from gcpipe.errors import print_interrupted
+from gcpipe.errors import os_error_line, print_interrupted, print_stderr
 
 
 def main() -> None:
     try:
         from gcpipe.cli import app
+        from gcpipe.io import NamedStream
     except KeyboardInterrupt:
         print_interrupted()
         sys.exit(130)
+    sys.stdout = NamedStream(sys.stdout, "standard output")
     try:
         app()
+    except OSError as error:   # raised outside a command, which has its own handling: `--help > /dev/full`
+        print_stderr(os_error_line(error))
+        sys.exit(2)
     finally:
         # The command is over, its outputs written or its error said.  Python's teardown (torch's
         # included, ~0.2 s) restores the default SIGINT action, so a Ctrl-C then killed the process

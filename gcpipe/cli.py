@@ -1,5 +1,6 @@
 """The `gcpipe` command line: each subcommand parses its arguments, calls one library function and
 prints its result (the text formats of match results are here)."""
+import errno
 from pathlib import Path
 
 import typer
@@ -7,7 +8,7 @@ from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
 from gcpipe import __version__, paths
-from gcpipe.errors import UserError, print_interrupted, print_stderr
+from gcpipe.errors import UserError, os_error_line, print_interrupted, print_stderr
 from gcpipe.torch_env import before_torch
 
 before_torch()   # before any command imports torch
@@ -32,8 +33,9 @@ class _UserErrorsAsOneLine(TyperGroup):
             print_stderr(f"gcpipe: error: {' '.join(error.format_message().split())} (see {command} --help)")
             raise typer.Exit(2) from None
         except OSError as error:
-            where = f"{error.filename}: " if error.filename else ""
-            print_stderr(f"gcpipe: error: {where}{error.strerror or error}")
+            if error.errno == errno.EPIPE:   # stdout's reader is gone (`| head`): typer exits quietly
+                raise
+            print_stderr(os_error_line(error))
             raise typer.Exit(2) from None
         except MemoryError as error:   # numpy names the allocation: "Unable to allocate 7.28 TiB for ..."
             print_stderr(f"gcpipe: error: out of memory{f' ({error})' if str(error) else ''}; ask for less")

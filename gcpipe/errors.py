@@ -52,6 +52,13 @@ def print_stderr(line: str) -> None:
         sys.stderr = open(os.devnull, "w")   # the unwritten line stays in the old stream's buffer
 
 
+def os_error_line(error: OSError) -> str:
+    """The one line of an OSError that reaches the command line: a path the user gave that cannot be
+    read or written (a folder under a regular file, /proc, a read-only or full disk), named."""
+    where = f"{error.filename}: " if error.filename else ""
+    return f"gcpipe: error: {where}{error.strerror or error}"
+
+
 def run_script(main, argv: list[str], name: str) -> int:
     """`main(argv)` of a script outside the CLI (benchmarks/), a UserError shown as the gcpipe
     commands show theirs: one line `NAME: error: ...` on stderr and exit status 2."""

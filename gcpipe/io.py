@@ -58,6 +58,25 @@ def naming(path, instead_of=None):
         raise
 
 
+class NamedStream:
+    """A text stream (sys.stdout) whose failed writes name it, as `naming` names files: a command
+    whose stdout is a full disk (`gcpipe elo ... > table.md`) then says which file it could not write."""
+
+    def __init__(self, stream, name: str):
+        self._stream, self._name = stream, name
+
+    def write(self, text: str) -> int:
+        with naming(self._name):
+            return self._stream.write(text)
+
+    def flush(self) -> None:
+        with naming(self._name):
+            self._stream.flush()
+
+    def __getattr__(self, attribute):
+        return getattr(self._stream, attribute)
+
+
 _TEMP_SUFFIX = ".tmp"
 
 

@@ -463,6 +463,29 @@ def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch):
     assert sorted(path.name for path in tmp_path.iterdir()) == ["m.jsonl"]   # no temp file left
 
 
+def test_stdout_on_a_full_disk_is_named_and_a_closed_pipe_ends_quietly(tmp_path):
+    ledger = tmp_path / "m.jsonl"
+    with open("/dev/full", "w") as full:
+        results = [subprocess.run([GCPIPE, *args], stdout=full, stderr=subprocess.PIPE,
+                                  text=True, timeout=60, env=_env())
+                   for args in (["match", "random", "greedy", "--games", "5", "--out", str(ledger), "--quiet"],
+                                ["--help"], ["match", "--help"])]
+    # The match's games are written; the line said "No space left on device", the help gave a traceback.
+    assert [(result.returncode, result.stderr) for result in results] == [
+        (2, "gcpipe: error: standard output: No space left on device\n")] * 3
+    assert len(read_ledger(ledger)) == 5
+    # `| head` that has read what it wanted: no "gcpipe: error: Broken pipe", the results kept.
+    for args in (["match", "random", "greedy", "--games", "300", "--out", str(ledger), "--quiet"], ["--help"],
+                 ["match", "--help"]):
+        reader, writer = os.pipe()
+        os.close(reader)
+        result = subprocess.run([GCPIPE, *args], stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60,
+                                env=_env())
+        os.close(writer)
+        assert (result.returncode, result.stderr) == (1, "")
+    assert len(read_ledger(ledger)) == 300
+
+
 def test_a_damaged_final_checkpoint_is_written_again_not_taken_as_trained(tmp_path, reference):
     folder = tmp_path / "tiny"
     train("tiny", tiny(), folder, echo=lambda line: None)
