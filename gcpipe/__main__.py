@@ -1,12 +1,48 @@
 """`gcpipe` and `python -m gcpipe`: the command line, imported inside the Ctrl-C handling, so an
 interrupt while typer, numpy and the engine load (~0.1 s) is one line as later ones are."""
+import os
 import signal
 import sys
 
 from gcpipe.errors import os_error_line, print_interrupted, print_stderr
 
 
+def _open_closed_standard_streams() -> None:
+    """A standard stream closed by the caller (`2>&-`) opened on /dev/null before anything else
+    opens a file: else the first file opened takes its descriptor (C libraries' messages on fd 2
+    would land in a ledger), and Python's sys.stderr of None sent the error lines to stdout."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)   # the lowest free descriptor: this one
+            setattr(sys, name, open(os.devnull, mode))
+
+
+def _refusal() -> str | None:
+    """Why the command cannot start, said before any work: a working directory that is gone (torch
+    then fails to load, in a message of its own), or an argument that is not UTF-8 text (its name
+    would reach a JSON or CSV file, all UTF-8, only after the games were played)."""
+    try:
+        os.getcwd()
+    except OSError as error:
+        return f"the working directory cannot be read ({error.strerror}); cd into an existing folder"
+    for argument in sys.argv[1:]:
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(argument).decode("utf-8", "backslashreplace")   # the bytes: \xff
+            return (f"argument '{shown}' is not UTF-8 text, which names and paths must be (gcpipe's files "
+                    f"are UTF-8); rename it, or run under a UTF-8 locale")
+    return None
+
+
 def main() -> None:
+    _open_closed_standard_streams()
+    refusal = _refusal()
+    if refusal:
+        print_stderr(f"gcpipe: error: {refusal}")
+        sys.exit(2)
     try:
         from gcpipe.cli import app
         from gcpipe.io import NamedStream

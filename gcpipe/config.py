@@ -96,8 +96,9 @@ def _check_cross_references(config: dict) -> None:
             for side, searched in configs[run].teacher_search.items():
                 teacher = configs[run].teacher_runs[side]
                 if searched and configs[teacher].algorithm == "ppo":
-                    raise UserError(f"runs.{run}.teacher_search.{side}: the search reads the value rows of run {teacher!r} as "
-                                    f"+-1 outcomes, which algorithm ppo does not train; teach with an expert or distill run")
+                    raise UserError(f"runs.{run}.teacher_search.{side}: the search reads the value rows of run "
+                                    f"{teacher!r} as +-1 outcomes, which algorithm ppo does not train; teach with an "
+                                    f"expert or distill run")
     for name, player in players.items():
         if player["kind"] in CHECKPOINT_KINDS and "run" in player and player["run"] not in runs:
             raise UserError(f"players.{name}: run {player['run']!r} is not configured under runs "

@@ -28,7 +28,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     check_output_file(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     # The temp file must live in the target folder: os.replace is only atomic within a filesystem.
     with naming(path, instead_of=path.parent):   # not the temp file's random name: ENOSPC for want of inodes
         fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=_TEMP_SUFFIX)
@@ -45,6 +45,15 @@ def atomic_write_bytes(path, data: bytes) -> None:
         raise
 
 
+def make_folder(folder: Path) -> None:
+    """`folder` and its parents, created where missing; one that is a file is a UserError (mkdir's
+    own line, "FOLDER: File exists", read as if the output were there already)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"{folder} is a file (or a broken link), not a folder; give a folder there") from None
+
+
 @contextlib.contextmanager
 def naming(path, instead_of=None):
     """An OSError raised inside without a file name (a write's or an fsync's: "No space left on
@@ -53,7 +62,9 @@ def naming(path, instead_of=None):
     try:
         yield
     except OSError as error:
-        if error.filename is None or (instead_of is not None and Path(error.filename).parent == instead_of):
+        in_folder = (instead_of is not None and error.filename is not None   # (mkstemp's names are absolute)
+                     and os.path.dirname(os.path.abspath(error.filename)) == os.path.abspath(instead_of))
+        if error.filename is None or in_folder:
             error.filename = str(path)
         raise
 
@@ -267,7 +278,7 @@ def open_locked_file(path, what: str):
     swap it between the open and the lock.  The caller closes it, which releases the lock."""
     path = Path(path)
     check_output_file(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     handle = open(path, "ab")
     try:
         lock_or_refuse(handle.fileno(), path, what)
@@ -285,7 +296,7 @@ def open_locked_file(path, what: str):
 def locked_folder(path, what: str):
     """Hold the lock of folder `path` (created if needed) while the block runs."""
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    make_folder(path)
     fd = os.open(path, os.O_RDONLY)
     try:
         lock_or_refuse(fd, path, what)

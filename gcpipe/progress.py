@@ -38,22 +38,33 @@ class Meter:
             self._task = self._bar.add_task(label, total=total, completed=completed, text=self.text())
 
     def __enter__(self) -> "Meter":
-        if self._bar is not None:
-            self._bar.start()
+        self._draw(lambda bar: bar.start())
         return self
 
     def __exit__(self, *exc) -> None:
         if self._bar is not None:
-            self._bar.stop()
+            self._draw(lambda bar: bar.stop())
         elif self.enabled and exc[0] is None:
             self._write(self.line())
+
+    def _draw(self, action) -> None:
+        """`action` on the bar, if any.  A terminal that went away (a closed ssh session, its hang-up
+        ignored) fails the drawing: the progress stops showing, and the command's results are
+        still written (the error had skipped a match's summary)."""
+        if self._bar is None:
+            return
+        try:
+            action(self._bar)
+        except OSError:
+            self._bar = None
+            self.enabled = False
 
     def advance(self, amount: int, score: str | None = None) -> None:
         self.done += amount
         if score is not None:
             self.score = score
         if self._bar is not None:
-            self._bar.update(self._task, completed=self.done, text=self.text())
+            self._draw(lambda bar: bar.update(self._task, completed=self.done, text=self.text()))
         elif self.enabled and self._clock() - self._last >= self._interval:
             self._last = self._clock()
             self._write(self.line())

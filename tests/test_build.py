@@ -1,7 +1,12 @@
-"""The engine's cffi declarations are read from csrc/*.h (gcpipe/engine/_build.py), not restated."""
+"""The engine's cffi declarations are read from csrc/*.h (gcpipe/engine/_build.py), not restated; its
+compiler flags are its own."""
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from gcpipe._engine import ffi, lib
 from gcpipe.engine._build import cdef_of
@@ -59,3 +64,38 @@ def test_the_geometry_tables_are_their_generators_output():
     generated = subprocess.run([sys.executable, str(csrc / "gen_tables.py")], capture_output=True, text=True,
                                check=True).stdout
     assert generated == (csrc / "gc_tables.h").read_text()
+
+
+def test_the_environment_s_compiler_flags_are_not_applied(tmp_path):
+    # CFLAGS=-ffast-math built another engine (other games) under a build record that listed only
+    # gcpipe's flags.  A compiler that logs its arguments and fails ends the build at its first call.
+    repo = Path(__file__).resolve().parents[1]
+    for part in ("csrc", "setup.py", "pyproject.toml", "gcpipe/engine/_build.py"):
+        (tmp_path / part).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (repo / part).is_dir() else shutil.copy)(repo / part, tmp_path / part)
+    log = tmp_path / "cc.log"
+    compiler = tmp_path / "cc"
+    compiler.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexit 1\n')
+    compiler.chmod(0o755)
+    env = dict(os.environ, CC=str(compiler), CFLAGS="-DFROM_CFLAGS", CPPFLAGS="-DFROM_CPPFLAGS",
+               LDFLAGS="-DFROM_LDFLAGS")
+    build = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert build.returncode != 0
+    arguments = log.read_text().split()
+    assert "-ffp-contract=off" in arguments and "-O3" in arguments
+    assert not [argument for argument in arguments if argument.startswith("-DFROM_")]
+
+
+def test_a_failed_build_says_the_compiler_s_reason(tmp_path, monkeypatch):
+    # The line was setuptools' last: "error: command '...' failed with exit code 1", whatever the cause.
+    from gcpipe.engine.build import rebuild
+    from gcpipe.errors import UserError
+
+    compiler = tmp_path / "cc"
+    compiler.write_text('#!/bin/sh\necho "csrc/gc_rules.c:1:1: error: a reason" >&2\nexit 1\n')
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CC", str(compiler))
+    with pytest.raises(UserError) as failed:        # it stops at the first file: the engine stays as it is
+        rebuild(record=None)
+    assert str(failed.value) == "engine build failed: csrc/gc_rules.c:1:1: error: a reason"

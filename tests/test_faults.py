@@ -452,13 +452,16 @@ def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     def no_inodes(dir, prefix, suffix):   # the temp file's random name, which says nothing to a user
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"{dir}/{prefix}x1y2z3w4{suffix}")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"{os.path.abspath(dir)}/{prefix}x1y2z3w4{suffix}")
 
     for patch in ((os, "fsync", full_disk), (tempfile, "mkstemp", no_inodes)):
         monkeypatch.setattr(*patch)
-        with pytest.raises(OSError) as raised:
-            atomic_write_bytes(tmp_path / "state.pt", b"state")
-        assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, str(tmp_path / "state.pt"))
+        for path in (tmp_path / "state.pt", Path("state.pt")):   # mkstemp names the temp file absolutely
+            with monkeypatch.context() as inside:
+                inside.chdir(tmp_path)
+                with pytest.raises(OSError) as raised:
+                    atomic_write_bytes(path, b"state")
+            assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, str(path))
         monkeypatch.undo()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["m.jsonl"]   # no temp file left
 
@@ -484,6 +487,42 @@ def test_stdout_on_a_full_disk_is_named_and_a_closed_pipe_ends_quietly(tmp_path)
         os.close(writer)
         assert (result.returncode, result.stderr) == (1, "")
     assert len(read_ledger(ledger)) == 300
+
+
+def test_a_hostile_start_is_one_line_before_any_work(tmp_path):
+    def gcpipe(*args, before=None, **kwargs):
+        return subprocess.run([GCPIPE, *args], preexec_fn=before, capture_output=True, timeout=60, env=_env(),
+                              **kwargs)
+
+    # Closed standard streams: stderr closed made the progress meter raise on None (a 0-byte ledger,
+    # status 1) and sent error lines to stdout (into `> out.yaml`); stdin closed broke `play`.
+    ledger = tmp_path / "m.jsonl"
+    closed = gcpipe("match", "random", "greedy", "--games", "5", "--out", str(ledger), before=lambda: os.close(2))
+    assert (closed.returncode, len(read_ledger(ledger)), ledger.with_suffix(".json").exists()) == (0, 5, True)
+    with open(tmp_path / "out.yaml", "wb") as out:
+        missing = subprocess.run([GCPIPE, "config", str(tmp_path / "none.yaml")], stdout=out,
+                                 preexec_fn=lambda: os.close(2), timeout=60, env=_env())
+    assert (missing.returncode, (tmp_path / "out.yaml").read_bytes()) == (2, b"")
+    played = gcpipe("play", before=lambda: os.close(0))
+    assert (played.returncode, played.stdout.splitlines()[-1]) == (0, b"your move> Game abandoned.")
+    # A name that is not UTF-8 (compare, values) failed in a traceback after all its games, at the
+    # summary's write; a working directory that is gone, in torch's loading.
+    unnamed = gcpipe("compare", "random", "greedy", "--games", "5", "--out", os.fsencode(tmp_path) + b"/cmp\xff")
+    assert (unnamed.returncode, unnamed.stderr.decode()) == (2, (
+        f"gcpipe: error: argument '{tmp_path}/cmp\\xff' is not UTF-8 text, which names and paths must be "
+        "(gcpipe's files are UTF-8); rename it, or run under a UTF-8 locale\n"))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["m.json", "m.jsonl", "out.yaml"]
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    homeless = gcpipe("match", "random", "greedy", "--games", "5", "--out", str(ledger),
+                      before=lambda: (os.chdir(gone), os.rmdir(gone)))
+    assert (homeless.returncode, homeless.stderr) == (2, b"gcpipe: error: the working directory cannot be read "
+                                                         b"(No such file or directory); cd into an existing folder\n")
+    # An output folder that is a file: "f.txt: File exists" read as if the output were there already.
+    (tmp_path / "f.txt").write_text("")
+    filed = gcpipe("elo", str(ledger), "--out", str(tmp_path / "f.txt"))
+    assert (filed.returncode, filed.stderr.decode()) == (
+        2, f"gcpipe: error: {tmp_path / 'f.txt'} is a file (or a broken link), not a folder; give a folder there\n")
 
 
 def test_a_damaged_final_checkpoint_is_written_again_not_taken_as_trained(tmp_path, reference):

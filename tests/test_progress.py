@@ -63,3 +63,23 @@ def test_a_decided_sprt_line_shows_no_eta(tmp_path):
     final = result.stderr.strip().splitlines()[-1]
     assert final.startswith("SPRT greedy vs random: 17/10,000 pairs  ") and "ETA" not in final
     assert final.endswith("  H1 accepted")
+
+
+def test_a_terminal_that_went_away_stops_the_bar_not_the_command(monkeypatch):
+    # A closed ssh session with its hang-up ignored: every write to the terminal fails with EIO, and
+    # the bar's final drawing raised out of a match that had played its games, before its summary.
+    import errno
+    import io
+
+    class GoneTerminal(io.StringIO):
+        def isatty(self):
+            return True
+
+        def write(self, text):
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr("sys.stderr", GoneTerminal())
+    with Meter("g__c", 10, "games") as meter:
+        meter.advance(4)
+        meter.advance(6)
+    assert (meter.done, meter.enabled) == (10, False)

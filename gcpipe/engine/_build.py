@@ -85,7 +85,7 @@ def _statements(code: str) -> list[str]:
     return [s for s in statements if s != ";"]
 
 
-CDEF = "".join(cdef_of((CSRC / h).read_text()) for h in HEADERS)
+CDEF = "".join(cdef_of((CSRC / h).read_text(encoding="utf-8")) for h in HEADERS)   # (any locale)
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 ffibuilder.set_source(

@@ -45,8 +45,11 @@ def rebuild(native: bool = False, record: Path | None = paths.ENGINE_BUILD) -> d
     proc = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "--force"],
                           cwd=REPO, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise UserError(f"engine build failed: {tail[0]}")
+        # The compiler's or setuptools' first error says why (a C error, a folder it cannot write);
+        # the last line only that a command failed.
+        lines = [line.strip() for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
+        reason = ([line for line in lines if "error" in line.lower()] + lines[-1:] + ["no output"])[0]
+        raise UserError(f"engine build failed: {reason}")
     from gcpipe.engine import _build
 
     info = {
