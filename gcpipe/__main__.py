@@ -15,8 +15,13 @@ def _open_closed_standard_streams() -> None:
         try:
             os.fstat(fd)
         except OSError:
-            os.open(os.devnull, os.O_RDWR)   # the lowest free descriptor: this one
-            setattr(sys, name, open(os.devnull, mode))
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)   # (inheritable: the compiler, git and the workers get it too)
+                os.close(null)
+            else:
+                os.set_inheritable(fd, True)
+            setattr(sys, name, open(fd, mode, closefd=False))
 
 
 def _refusal() -> str | None:
@@ -32,8 +37,9 @@ def _refusal() -> str | None:
             argument.encode("utf-8")
         except UnicodeEncodeError:
             shown = os.fsencode(argument).decode("utf-8", "backslashreplace")   # the bytes: \xff
+            locale = "" if sys.getfilesystemencoding() == "utf-8" else ", or run under a UTF-8 locale"
             return (f"argument '{shown}' is not UTF-8 text, which names and paths must be (gcpipe's files "
-                    f"are UTF-8); rename it, or run under a UTF-8 locale")
+                    f"are UTF-8); rename it{locale}")
     return None
 
 
@@ -45,11 +51,11 @@ def main() -> None:
         sys.exit(2)
     try:
         from gcpipe.cli import app
-        from gcpipe.io import NamedStream
+        from gcpipe.io import STDOUT, NamedStream
     except KeyboardInterrupt:
         print_interrupted()
         sys.exit(130)
-    sys.stdout = NamedStream(sys.stdout, "standard output")
+    sys.stdout = NamedStream(sys.stdout, STDOUT)
     try:
         app()
     except OSError as error:   # raised outside a command, which has its own handling: `--help > /dev/full`

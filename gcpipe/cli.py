@@ -9,6 +9,7 @@ from typer.core import TyperGroup
 
 from gcpipe import __version__, paths
 from gcpipe.errors import UserError, os_error_line, print_interrupted, print_stderr
+from gcpipe.io import STDOUT
 from gcpipe.torch_env import before_torch
 
 before_torch()   # before any command imports torch
@@ -33,8 +34,8 @@ class _UserErrorsAsOneLine(TyperGroup):
             print_stderr(f"gcpipe: error: {' '.join(error.format_message().split())} (see {command} --help)")
             raise typer.Exit(2) from None
         except OSError as error:
-            if error.errno == errno.EPIPE:   # stdout's reader is gone (`| head`): typer exits quietly
-                raise
+            if error.errno == errno.EPIPE and error.filename == STDOUT:   # its reader is gone (`| head`):
+                raise                                                        # typer exits quietly
             print_stderr(os_error_line(error))
             raise typer.Exit(2) from None
         except MemoryError as error:   # numpy names the allocation: "Unable to allocate 7.28 TiB for ..."
@@ -87,20 +88,21 @@ def elo(ledgers: list[str] = typer.Argument(None, metavar="LEDGER...",
                                        help="Fit a cross table file (.json or Markdown) instead of ledgers."),
         ordo: bool = typer.Option(False, "--ordo",
                                   help="Also write ordo.*: one rating per player plus a fitted Guerrilla advantage."),
-        config: Path = typer.Option(None, "--config", help="A pipeline config: each ledger's cell must be in its "
-                                    "match plan and hold exactly the planned games (the pipeline passes its own).")):
+        config: Path = typer.Option(None, "--config", help="A pipeline config: each ledger must be of a cell of its "
+                                    "match plan, played by its players at their roster positions, and hold exactly "
+                                    "the planned games (the pipeline passes its own).")):
     """Fit side-specific Bradley–Terry Elo ratings and write tables and plots: ratings, cross table,
     rating differences with the likelihood of superiority, head-to-head cells."""
     from gcpipe.elo import elo_table, ratings_table_markdown
 
-    planned_games = None
+    plan = None
     if config is not None:
         from gcpipe.config import load_config
-        from gcpipe.workflow import match_plan
+        from gcpipe.workflow import planned_cells
 
-        planned_games = {cell.name: cell.games for cell in match_plan(load_config(config))}
+        plan = planned_cells(load_config(config))
     ratings = elo_table(ledgers or (), out_dir=out, anchor=anchor, order=order.split(",") if order else None,
-                        crosstable=crosstable, ordo=ordo, planned_games=planned_games)
+                        crosstable=crosstable, ordo=ordo, plan=plan)
     typer.echo(ratings_table_markdown(ratings), nl=False)
 
 

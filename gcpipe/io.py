@@ -69,6 +69,9 @@ def naming(path, instead_of=None):
         raise
 
 
+STDOUT = "standard output"   # what an error of writing sys.stdout names (NamedStream)
+
+
 class NamedStream:
     """A text stream (sys.stdout) whose failed writes name it, as `naming` names files: a command
     whose stdout is a full disk (`gcpipe elo ... > table.md`) then says which file it could not write."""

@@ -40,7 +40,9 @@ assert ROSTER_POSITIONS == 16
 
 
 def _wants_integer(subschema) -> bool:
-    while isinstance(subschema, dict) and "$ref" in subschema:   # every "#/$defs/NAME" is schema.yaml's
+    # Every "#/$defs/NAME" is schema.yaml's; the `player` and `run` definitions config.py puts in
+    # their place are mappings either way, never integers.
+    while isinstance(subschema, dict) and "$ref" in subschema:
         subschema = _schema()["$defs"].get(subschema["$ref"].rsplit("/", 1)[1])
     return isinstance(subschema, dict) and subschema.get("type") == "integer"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from gcpipe import paths
 from gcpipe.errors import UserError
 from gcpipe.io import atomic_write_text
-from gcpipe.players import CHECKPOINT_KINDS, define
+from gcpipe.players import CHECKPOINT_KINDS, Player, PlayerBook, define
 
 
 # A bound on the jobs of one cell (checked with the config), so a typo in `games` or
@@ -45,6 +45,14 @@ def match_plan(config: dict) -> list[Cell]:
         return min([matches["games"]] + [caps[p] for p in (guerrilla, coin) if p in caps])
 
     return [Cell(g, c, games(g, c)) for g in matches["field"] for c in matches["field"]]
+
+
+def planned_cells(config: dict) -> dict[str, tuple[Player, Player, int]]:
+    """Each cell of the match plan by name: its Guerrilla and COIN players (defined, roster
+    positions set) and its number of games, what the pipeline's ledger of that cell must hold."""
+    book = PlayerBook(config["players"])
+    players = {name: book.resolve(name) for name in config["matches"]["field"]}
+    return {cell.name: (players[cell.guerrilla], players[cell.coin], cell.games) for cell in match_plan(config)}
 
 
 def shards(games: int, shard_size: int) -> list[tuple[int, int]]:

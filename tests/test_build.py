@@ -99,3 +99,16 @@ def test_a_failed_build_says_the_compiler_s_reason(tmp_path, monkeypatch):
     with pytest.raises(UserError) as failed:        # it stops at the first file: the engine stays as it is
         rebuild(record=None)
     assert str(failed.value) == "engine build failed: csrc/gc_rules.c:1:1: error: a reason"
+
+
+def test_the_reason_of_a_failed_build_is_its_first_error_not_a_summary():
+    from gcpipe.engine.build import _build_failure
+
+    command_failed = "error: command '/usr/bin/gcc' failed with exit code 1"
+    assert _build_failure("gcc -c x\n/usr/bin/ld: cannot find -lfoo: No such file or directory\n"
+                          f"collect2: error: ld returned 1 exit status\n{command_failed}\n") == (
+        "/usr/bin/ld: cannot find -lfoo: No such file or directory")
+    assert _build_failure(f"error: could not create 'build/t': Permission denied\n{command_failed}\n") == (
+        "error: could not create 'build/t': Permission denied")
+    assert _build_failure("odd\nlast words\n") == "last words"
+    assert _build_failure("") == "no output"

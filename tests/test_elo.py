@@ -231,23 +231,34 @@ def test_cli_elo(tmp_path):
 def test_elo_with_a_config_takes_only_the_cells_of_its_match_plan(tmp_path):
     # A tournament run by hand into results/matches/ (100 games a cell) sat where the pipeline's
     # 1000-game cells go; Snakemake kept it as the cell's output and the table mixed the two.
-    paths, _ = _ledger_field(tmp_path)
+    runner = CliRunner()
+    played = runner.invoke(app, ["tournament", "random", "greedy", "--games", "10", "--workers", "1",
+                                 "--out", str(tmp_path / "matches")])
+    assert played.exit_code == 0, played.output
+    ledgers = sorted(str(path) for path in (tmp_path / "matches").glob("*.jsonl"))
     config = tmp_path / "config.yaml"
 
-    def elo(games, field="[greedy, random]"):
-        config.write_text(f"players: {{random: {{kind: random}}, greedy: {{kind: greedy}}}}\n"
+    def elo(games=10, field="[random, greedy]", rosters=(0, 1)):
+        config.write_text(f"players: {{random: {{kind: random, roster: {rosters[0]}}}, "
+                          f"greedy: {{kind: greedy, roster: {rosters[1]}}}}}\n"
                           f"matches: {{games: {games}, field: {field}}}\n")
-        return CliRunner().invoke(app, ["elo", *map(str, paths), "--out", str(tmp_path / "elo"),
-                                        "--config", str(config)])
+        return runner.invoke(app, ["elo", *ledgers, "--out", str(tmp_path / "elo"), "--config", str(config)])
 
-    assert elo(10).exit_code == 0
-    planned = elo(20)
+    assert elo().exit_code == 0
+    hand_run = " (a match or tournament run by hand into its folder?); move it away and rerun\n"
+    first = tmp_path / "matches" / "greedy__greedy.jsonl"
+    planned = elo(games=20)
     assert (planned.exit_code, planned.stderr) == (2, (
-        f"gcpipe: error: {paths[0]}: cell greedy__greedy holds games 0-9 where the config plans 0-19: not this "
-        f"pipeline's ledger (a match or tournament run by hand into {tmp_path}/?); move it away and rerun\n"))
-    unplanned = elo(10, field="[greedy]")
+        f"gcpipe: error: {first}: cell greedy__greedy holds games 0-9 where the config plans 0-19: not this "
+        f"pipeline's ledger" + hand_run))
+    seeded = elo(rosters=(2, 1))
+    assert (seeded.exit_code, seeded.stderr) == (2, (
+        f"gcpipe: error: {tmp_path / 'matches' / 'greedy__random.jsonl'} game 0 has seed {game_seed(1, 0, 0)}, but "
+        f"roster positions 1/2 give {game_seed(1, 2, 0)}: it was played with other roster positions: not this "
+        f"pipeline's ledger" + hand_run))
+    unplanned = elo(field="[random]")
     assert (unplanned.exit_code, unplanned.stderr) == (2, (
-        f"gcpipe: error: {paths[1]}: cell greedy__random is not in the config's match plan; move the ledger away\n"))
+        f"gcpipe: error: {first}: cell greedy__greedy is not in the config's match plan; move the ledger away\n"))
 
 
 def test_one_sided_players_keep_the_field_order(tmp_path):

@@ -1,4 +1,5 @@
 """The progress meter of long commands: what its plain lines say (logs, pipes) and when."""
+import pytest
 from typer.testing import CliRunner
 
 from gcpipe.cli import app
@@ -65,21 +66,29 @@ def test_a_decided_sprt_line_shows_no_eta(tmp_path):
     assert final.endswith("  H1 accepted")
 
 
-def test_a_terminal_that_went_away_stops_the_bar_not_the_command(monkeypatch):
-    # A closed ssh session with its hang-up ignored: every write to the terminal fails with EIO, and
-    # the bar's final drawing raised out of a match that had played its games, before its summary.
+@pytest.mark.parametrize("writes_before", [0, 1])
+def test_a_terminal_that_went_away_stops_the_bar_not_the_command(monkeypatch, writes_before):
+    # A closed ssh session with its hang-up ignored: writes to the terminal fail with EIO (from the
+    # start, or once the bar is up), and the bar's final drawing raised out of a match that had
+    # played its games, before its summary.
     import errno
     import io
 
     class GoneTerminal(io.StringIO):
+        writes = 0
+
         def isatty(self):
             return True
 
         def write(self, text):
-            raise OSError(errno.EIO, "Input/output error")
+            self.writes += 1
+            if self.writes > writes_before:
+                raise OSError(errno.EIO, "Input/output error")
+            return len(text)
 
-    monkeypatch.setattr("sys.stderr", GoneTerminal())
+    terminal = GoneTerminal()
+    monkeypatch.setattr("sys.stderr", terminal)
     with Meter("g__c", 10, "games") as meter:
         meter.advance(4)
         meter.advance(6)
-    assert (meter.done, meter.enabled) == (10, False)
+    assert (meter.done, meter.enabled, terminal.writes > writes_before) == (10, False, True)

@@ -50,6 +50,8 @@ def test_defaults_are_filled_in():
 def test_filled_defaults_are_not_shared_between_configs():
     first = validate_config(small_config())
     first["matches"]["max_games_with"]["random"] = 5
+    assert validate_config(small_config())["matches"]["max_games_with"] == {}
+
 
 def test_integer_settings_written_as_floats_become_ints():
     # The README's tip for YAML (1e8 is text): 1.0e+8. Such a float of the match plan's counts broke
@@ -68,8 +70,6 @@ def test_integer_settings_written_as_floats_become_ints():
     assert "games: 1000\n" in config_text(config)
     assert [(cell.name, cell.games) for cell in match_plan(config)][:2] == [("m__m", 150), ("m__g", 150)]
     assert shards(config["matches"]["max_games_with"]["m"], config["matches"]["shard_size"]) == [(0, 100), (100, 50)]
-
-    assert validate_config(small_config())["matches"]["max_games_with"] == {}
 
 
 def test_run_settings_are_filled_in_as_the_trainer_reads_them():

@@ -187,26 +187,38 @@ def read_crosstable(path, order=None) -> CrossTable:
     return parse_crosstable_markdown(text, source=str(path), order=order)
 
 
-def _check_planned(cell: str, games: dict[int, Path], planned_games: dict[str, int]) -> None:
-    """A pipeline's cell holds exactly its planned games; anything else is a ledger the pipeline did
-    not write, which would enter the table silently (Snakemake keeps an output it finds in place)."""
-    path = next(iter(games.values()))
-    if cell not in planned_games:
+def _check_planned(path: Path, records: list[dict], plan: dict) -> None:
+    """A pipeline's ledger is of a cell of its plan, played by the plan's players at their roster
+    positions; anything else was written beside the pipeline and would enter its table silently
+    (Snakemake keeps an output it finds in place)."""
+    from gcpipe.match.runner import ledger_mismatch   # (the players' module: `gcpipe elo` alone stays light)
+
+    cell = records[0]["cell"]
+    if cell not in plan:
         raise UserError(f"{path}: cell {cell} is not in the config's match plan; move the ledger away")
-    if sorted(games) != list(range(planned_games[cell])):
+    mismatch = ledger_mismatch(records, path, *plan[cell][:2])
+    if mismatch:
+        raise UserError(f"{mismatch}: not this pipeline's ledger{_HAND_RUN}")
+
+
+def _check_planned_games(cell: str, games: dict[int, Path], plan: dict) -> None:
+    if sorted(games) != list(range(plan[cell][2])):
+        path = next(iter(games.values()))
         raise UserError(f"{path}: cell {cell} holds games {format_ranges(sorted(games))} where the config plans "
-                        f"0-{planned_games[cell] - 1}: not this pipeline's ledger (a match or tournament run by hand "
-                        f"into {path.parent}/?); move it away and rerun")
+                        f"0-{plan[cell][2] - 1}: not this pipeline's ledger{_HAND_RUN}")
 
 
-def crosstable_from_ledgers(ledger_paths, order=None, planned_games: dict[str, int] | None = None) -> CrossTable:
+_HAND_RUN = " (a match or tournament run by hand into its folder?); move it away and rerun"
+
+
+def crosstable_from_ledgers(ledger_paths, order=None, plan: dict | None = None) -> CrossTable:
     """Count wins per cell over match ledgers.
 
     Several ledgers of one cell (e.g. unmerged shards) are added up; a game index seen twice
     in a cell, a cell whose ledgers disagree on the players, or a player name that stands for
-    different players (different ids) in different ledgers is an error.  With `planned_games`
-    (cell name -> games, a pipeline's match plan) every cell must be in the plan and hold exactly
-    its games 0..N-1.
+    different players (different ids) in different ledgers is an error.  With a pipeline's `plan`
+    (gcpipe.workflow.planned_cells) every ledger must be of a planned cell, played by its players
+    at their roster positions, and each cell must hold exactly its games 0..N-1.
     """
     if not ledger_paths:
         raise UserError("no ledgers given")
@@ -218,6 +230,8 @@ def crosstable_from_ledgers(ledger_paths, order=None, planned_games: dict[str, i
         records = read_ledger(path)
         if not records:
             raise UserError(f"{path}: no finished games")
+        if plan is not None:
+            _check_planned(path, records, plan)
         first = records[0]
         key = (first["guerrilla"], first["coin"])
         for player, player_id in ((first["guerrilla"], first["guerrilla_id"]),
@@ -235,8 +249,8 @@ def crosstable_from_ledgers(ledger_paths, order=None, planned_games: dict[str, i
                                 f"{games[record['game']]} and {path}")
             games[record["game"]] = path
             tally[0 if record["winner"] == "guerrilla" else 1] += 1
-    if planned_games is not None:
+    if plan is not None:
         for (guerrilla, coin), games in seen_games.items():
-            _check_planned(f"{guerrilla}__{coin}", games, planned_games)
+            _check_planned_games(f"{guerrilla}__{coin}", games, plan)
     return CrossTable.from_cells([(g, c, gw, cw) for (g, c), (gw, cw) in counts.items()],
                                  order=order, player_ids=player_ids)

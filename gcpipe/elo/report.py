@@ -157,16 +157,16 @@ def write_elo_outputs(ratings: EloRatings, table: CrossTable, out_dir,
 
 
 def elo_table(ledgers=(), out_dir=paths.ELO, anchor="mean:1500", order=None,
-              crosstable=None, ordo: bool = False, planned_games: dict[str, int] | None = None) -> EloRatings:
+              crosstable=None, ordo: bool = False, plan: dict | None = None) -> EloRatings:
     """The `gcpipe elo` stage: fit ledgers (or a cross-table file) and write all outputs, the
-    Ordo-style summary too when `ordo`; with `planned_games` (cell -> games) the ledgers must be
-    exactly that plan's (crosstable_from_ledgers)."""
+    Ordo-style summary too when `ordo`; with a pipeline's `plan` the ledgers must be exactly that
+    plan's (crosstable_from_ledgers)."""
     if bool(ledgers) == bool(crosstable):
         raise UserError("give either ledgers or a cross table file, not both or neither")
-    if crosstable and planned_games is not None:
+    if crosstable and plan is not None:
         raise UserError("a match plan (--config) checks ledgers, not a cross table file")
     table = (read_crosstable(crosstable, order=order) if crosstable
-             else crosstable_from_ledgers(ledgers, order=order, planned_games=planned_games))
+             else crosstable_from_ledgers(ledgers, order=order, plan=plan))
     anchor = Anchor.parse(anchor) if isinstance(anchor, str) else anchor
     ratings = fit_elo(table, anchor)
     write_elo_outputs(ratings, table, out_dir, fit_players(table, anchor) if ordo else None)

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -28,11 +29,23 @@ def source_hash() -> str:
 
 def compiler_version() -> str:
     cc = os.environ.get("CC", "cc")
-    try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
+    try:   # (CC may carry flags: "gcc -m64")
+        out = subprocess.run([*shlex.split(cc), "--version"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return f"{cc} (version unknown)"
     return out.splitlines()[0].strip()
+
+
+_FAILURE = re.compile(r"error:|cannot find|undefined reference|Permission denied|No such file")
+_SUMMARY = re.compile(r"^(collect2: error: ld returned|error: command )")
+
+
+def _build_failure(output: str) -> str:
+    """The line of a failed build's output that says why: the compiler's or linker's first error, or
+    setuptools' (a folder it cannot write), not the summaries that only say a command failed."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    reasons = [line for line in lines if _FAILURE.search(line) and not _SUMMARY.match(line)]
+    return (reasons + lines[-1:] + ["no output"])[0]
 
 
 def rebuild(native: bool = False, record: Path | None = paths.ENGINE_BUILD) -> dict:
@@ -45,11 +58,7 @@ def rebuild(native: bool = False, record: Path | None = paths.ENGINE_BUILD) -> d
     proc = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "--force"],
                           cwd=REPO, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        # The compiler's or setuptools' first error says why (a C error, a folder it cannot write);
-        # the last line only that a command failed.
-        lines = [line.strip() for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
-        reason = ([line for line in lines if "error" in line.lower()] + lines[-1:] + ["no output"])[0]
-        raise UserError(f"engine build failed: {reason}")
+        raise UserError(f"engine build failed: {_build_failure(proc.stderr + proc.stdout)}")
     from gcpipe.engine import _build
 
     info = {
