@@ -69,7 +69,10 @@ report: "report/workflow.rst"
 
 
 # Bad config or inputs stop the workflow here, before the DAG is built or any job starts.
-CONFIG_SOURCE = ", ".join(map(str, workflow.overwrite_configfiles or workflow.configfiles)) or "--config"
+# (--config overrides named too: Snakemake reads their nested values as text, which the schema then refuses)
+CONFIG_SOURCE = " with ".join(filter(None, [", ".join(map(str, workflow.overwrite_configfiles or workflow.configfiles)),
+                                            f"--config {' '.join(workflow.config_settings.config)}"
+                                            if workflow.config_settings.config else ""])) or "config"
 try:
     for path in workflow.overwrite_configfiles or workflow.configfiles:
         read_config_file(path)   # what Snakemake's YAML reader lets through: a key given twice

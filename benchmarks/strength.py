@@ -16,9 +16,10 @@ from pathlib import Path
 
 from gcpipe import paths
 from gcpipe.config import player_book
-from gcpipe.errors import run_script
+from gcpipe.errors import UserError, run_script
 from gcpipe.match import match
 from gcpipe.match.ledger import wilson_interval
+from gcpipe.schema import ROSTER_POSITIONS
 
 
 def both_sides(player: str, opponent: str, games: int, rosters: tuple[int, int], ledgers: dict[str, Path],
@@ -60,6 +61,12 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv[:split])
     opponents = argv[split + 1:]
     book = player_book(args.config)
+    for name in args.players + opponents:   # an unknown name refused before the first pair plays
+        book.resolve(name)
+    last = args.roster + 2 * len(args.players) + len(opponents) - 1
+    if last >= ROSTER_POSITIONS:
+        raise UserError(f"--roster {args.roster} with {len(args.players)} player(s) and {len(opponents)} "
+                        f"opponent(s) needs roster positions up to {last}; positions end at {ROSTER_POSITIONS - 1}")
     for p, player in enumerate(args.players):
         for o, opponent in enumerate(opponents):
             rosters = (args.roster + 2 * p, args.roster + 2 * len(args.players) + o)

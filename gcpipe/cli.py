@@ -41,6 +41,11 @@ class _UserErrorsAsOneLine(TyperGroup):
         except MemoryError as error:   # numpy names the allocation: "Unable to allocate 7.28 TiB for ..."
             print_stderr(f"gcpipe: error: out of memory{f' ({error})' if str(error) else ''}; ask for less")
             raise typer.Exit(2) from None
+        except RuntimeError as error:   # torch's allocator says it in a RuntimeError of its own
+            if "can't allocate memory" not in str(error):
+                raise
+            print_stderr(f"gcpipe: error: out of memory ({str(error).splitlines()[-1].strip()}); ask for less")
+            raise typer.Exit(2) from None
         except KeyboardInterrupt:
             print_interrupted()
             raise typer.Exit(130) from None

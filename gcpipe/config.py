@@ -8,6 +8,7 @@ it here, so all accept and reject the same configs.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import yaml
@@ -15,7 +16,7 @@ import yaml
 from gcpipe.errors import UserError
 from gcpipe.io import read_text
 from gcpipe.players import CHECKPOINT_KINDS, PlayerBook, check_own_rosters, player_schema, roster_positions
-from gcpipe.schema import ROSTER_POSITIONS, check, load_schema
+from gcpipe.schema import ANCHOR_LIMIT, ROSTER_POSITIONS, check, load_schema, shown
 from gcpipe.train.config import TrainConfig, make_config, run_schema
 from gcpipe.workflow import MAX_SHARDS_PER_CELL, match_plan
 
@@ -118,6 +119,13 @@ def _check_cross_references(config: dict) -> None:
         if name not in matches["field"]:
             raise UserError(f"elo.order[{index}]: {name!r} is not in the match field "
                             f"({', '.join(matches['field'])})")
+    unordered = [name for name in matches["field"] if name not in elo["order"]]
+    if unordered:   # the table's rows are the order: the elo job refused it after every game
+        raise UserError(f"elo.order: it lists the field's players in table order, all of them; "
+                        f"missing: {', '.join(unordered)}")
+    if abs(float(elo["anchor"].rpartition(":")[2])) > ANCHOR_LIMIT:   # (the schema checked the form)
+        raise UserError(f"elo.anchor: {shown(elo['anchor'])}: the value must be within ±{ANCHOR_LIMIT:g}, as "
+                        f"`gcpipe elo --anchor` takes it")
     anchor = elo["anchor"].rpartition(":")[0]
     if anchor != "mean" and anchor.rpartition("/")[0] not in matches["field"]:
         raise UserError(f"elo.anchor: player {anchor.rpartition('/')[0]!r} is not in the match "
@@ -166,6 +174,26 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+_AMBIGUOUS_INT = re.compile(r"[-+]?(0[0-7_]+|[0-9][0-9_]*(:[0-5]?[0-9])+)")
+
+
+def _refuse_ambiguous_int(loader, node):
+    """YAML 1.1 reads 010 as 8 and 1:30 as 90 (octal, base 60), quietly: refused, so a roster
+    position, seed or count is never other than it reads."""
+    if _AMBIGUOUS_INT.fullmatch(node.value):
+        raise _AmbiguousNumber(node.value, node.start_mark)
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+
+class _AmbiguousNumber(yaml.YAMLError):
+    def __init__(self, text, mark):
+        super().__init__()
+        self.text, self.line = text, mark.line + 1
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _refuse_ambiguous_int)
+
+
 def read_config_file(path):
     """The YAML document of the config file at `path`, not yet validated."""
     path = Path(path)
@@ -177,6 +205,11 @@ def read_config_file(path):
         raise UserError(f"cannot read config {path}: {error.strerror or error}") from None
     except UnicodeDecodeError as error:
         raise UserError(f"cannot read config {path}: {error}") from None
+    except RecursionError:
+        raise UserError(f"config {path} nests its lists or mappings too deeply to read") from None
+    except _AmbiguousNumber as error:
+        raise UserError(f"config {path}:{error.line}: {error.text} is an octal or base-60 number to YAML "
+                        f"(010 is 8, 1:30 is 90); write it in decimal without a leading 0, or quote it") from None
     except _DuplicateKey as error:
         raise UserError(f"config {path}:{error.line}: key {error.key!r} is given twice in one mapping "
                         f"(YAML would keep only the last value); remove one") from None

@@ -91,4 +91,4 @@ def _rate(rate: float) -> str:
 
 def _hms(seconds: float) -> str:
     """H:MM:SS, as rich writes times."""
-    return "-:--:--" if not math.isfinite(seconds) else str(timedelta(seconds=round(seconds)))
+    return "-:--:--" if not math.isfinite(seconds) or seconds >= 1e12 else str(timedelta(seconds=round(seconds)))

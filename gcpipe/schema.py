@@ -37,6 +37,9 @@ NAME_PATTERN = _schema()["$defs"]["name"]["pattern"]
 # rules.md §8 combines two roster positions as a*16 + b: positions 0..15, or two pairs would share seeds.
 ROSTER_POSITIONS = _schema()["$defs"]["roster"]["maximum"] + 1
 assert ROSTER_POSITIONS == 16
+# An Elo anchor's value (--anchor, elo.anchor) at most this far from 0: beyond, float ratings lose their
+# decimals (and 1e308 overflows).
+ANCHOR_LIMIT = 1e6
 
 
 def _wants_integer(subschema) -> bool:
@@ -107,6 +110,12 @@ def key_path(parts) -> str:
     return text
 
 
+def shown(value) -> str:
+    """repr(value), cut: an error line must stay a line (an alias bomb's value is 200 MB)."""
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + f"... ({len(text):,} characters)"
+
+
 def _describe(error) -> str:
     """One line for a schema violation: where it is, and what is wrong in the user's words."""
     where = key_path(error.absolute_path)
@@ -126,23 +135,24 @@ def _describe(error) -> str:
             for key in keys)
     elif error.validator == "oneOf" and not isinstance(instance, dict):
         # A value that fits no form (e.g. a kind or a mapping of kinds): list the forms.
-        what = f"{instance!r} is not " + " nor ".join(_form(branch) for branch in error.validator_value)
+        what = f"{shown(instance)} is not " + " nor ".join(_form(branch) for branch in error.validator_value)
     elif error.validator == "enum":
-        what = f"{instance!r} is not one of {', '.join(map(str, error.validator_value))}"
+        what = f"{shown(instance)} is not one of {', '.join(map(str, error.validator_value))}"
     elif error.validator == "type":
         expected = _TYPE_WORDS.get(error.validator_value, error.validator_value)
-        what = f"must be {expected}, got {instance!r}"
+        what = f"must be {expected}, got {shown(instance)}"
         if isinstance(instance, str) and _NUMBER_TEXT.match(instance):
-            what += f" (YAML reads {instance} as text: write the number in full, or as 1.0e+6)"
+            what += (f" (YAML reads {instance} as text: write the number in full, or as 1.0e+6; Snakemake's "
+                     f"--config reads a nested value as text: give it in a --configfile)")
     elif error.validator == "minProperties":
         what = "must not be empty"
     elif error.validator == "pattern":
         # A bad key (e.g. a player name) is checked by `propertyNames`; say it is a name.
         kind = "name " if "propertyNames" in error.absolute_schema_path else ""
-        what = f"{kind}{instance!r} has the wrong form" + (f": {schema['description'].rstrip('.')}"
+        what = f"{kind}{shown(instance)} has the wrong form" + (f": {schema['description'].rstrip('.')}"
                                                           if "description" in schema else "")
     elif error.validator == "uniqueItems":
-        what = f"lists an entry twice: {instance!r}"
+        what = f"lists an entry twice: {shown(instance)}"
     else:
         what = error.message
     return f"{where}: {what}" if where else what

@@ -828,6 +828,15 @@ def test_running_out_of_memory_or_ctrl_c_while_loading_is_one_line(tmp_path):
                        f"gcpipe.cli.app(['config', {str(REPO / 'config/smoke.yaml')!r}])")
     assert (exhausted.returncode, exhausted.stderr) == (
         2, "gcpipe: error: out of memory (Unable to allocate 7.28 TiB); ask for less\n")
+    # torch's allocator says it in a RuntimeError (a 67-line traceback for a training's huge buffers).
+    torch_exhausted = python("import gcpipe.config, gcpipe.cli\n"
+                             "def exhausted(path): raise RuntimeError('[enforce fail at alloc_cpu.cpp:127] err == 0. "
+                             "DefaultCPUAllocator: can\\'t allocate memory: you tried to allocate 7680 bytes.')\n"
+                             "gcpipe.config.load_config = exhausted\n"
+                             f"gcpipe.cli.app(['config', {str(REPO / 'config/smoke.yaml')!r}])")
+    assert (torch_exhausted.returncode, torch_exhausted.stderr) == (
+        2, "gcpipe: error: out of memory ([enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't "
+           "allocate memory: you tried to allocate 7680 bytes.); ask for less\n")
     # Ctrl-C while typer, numpy and the engine load (the first ~0.1 s): the entry point's import.
     interrupted = python("import builtins, sys\n"
                          "real = builtins.__import__\n"

@@ -210,3 +210,17 @@ def test_strength_names_the_default_config_s_players(tmp_path):
     done = _script("strength.py", "--games", 2, "--workers", 1, "--out", tmp_path, "greedy", "--", "mcts2k")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "greedy vs mcts2k: as Guerrilla 0/2 (0.0 %, 0.0-65.8) as COIN 0/2 (0.0 %, 0.0-65.8)\n"
+
+
+
+def test_strength_refuses_what_it_cannot_play_before_any_game(tmp_path):
+    # It played and wrote every pair it could before it came to an unknown name or a 17th position.
+    unknown = _script("strength.py", "--games", 2, "--workers", 1, "--out", tmp_path, "greedy", "--", "random",
+                      "nosuch")
+    assert (unknown.returncode, unknown.stderr.splitlines()[0][:50]) == (
+        2, "strength: error: unknown player 'nosuch': not a co")
+    crowded = _script("strength.py", "--games", 2, "--workers", 1, "--out", tmp_path, "random", "--", "greedy",
+                      "random", "mcts:2", "mcts:3", "mcts:4", "mcts:5", "mcts:6")
+    assert (crowded.returncode, crowded.stderr) == (2, "strength: error: --roster 8 with 1 player(s) and 7 opponent(s) "
+                                                       "needs roster positions up to 16; positions end at 15\n")
+    assert not list(tmp_path.iterdir())

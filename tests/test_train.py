@@ -71,7 +71,8 @@ def test_run_config_is_read_from_the_runs_mapping(tmp_path):
         run_config(path, "small")
     path.write_text("players: {r: {kind: random}}\nruns:\n  small: {total_timesteps: 1e6}\n")
     with pytest.raises(UserError, match=r"runs\.small\.total_timesteps: must be an integer, got '1e6' \(YAML reads "
-                                        r"1e6 as text: write the number in full, or as 1\.0e\+6\)$"):
+                                        r"1e6 as text: write the number in full, or as 1\.0e\+6; Snakemake's "
+                                        r"--config reads a nested value as text: give it in a --configfile\)$"):
         run_config(path, "small")
 
 

@@ -139,6 +139,20 @@ def test_a_pipeline_device_is_the_device_of_every_run_without_its_own():
      "elo.anchor: player 'nobody' is not in the match field (random, greedy)"),
     (lambda c: c.update(elo={"order": ["greedy", "mcts"]}),
      "elo.order[1]: 'mcts' is not in the match field (random, greedy)"),
+    # These two passed the checks and stopped the elo job, after every game was played.
+    (lambda c: c.update(elo={"order": ["greedy"]}),
+     "elo.order: it lists the field's players in table order, all of them; missing: random"),
+    (lambda c: c.update(elo={"anchor": "mean:2000000"}),
+     "elo.anchor: 'mean:2000000': the value must be within ±1e+06, as `gcpipe elo --anchor` takes it"),
+    # Sizes held at once are bounded as everywhere (a torch traceback allocating 7.7 TB before).
+    (lambda c: c.update(runs={"r": {"num_envs": 2_000_000}}),
+     "runs.r.num_envs: 2000000 is greater than the maximum of 1000000"),
+    (lambda c: c.update(runs={"r": {"horizon": 10**9}}),
+     "runs.r.horizon: 1000000000 is greater than the maximum of 65536"),
+    (lambda c: c.update(runs={"r": {"total_timesteps": 10**30}}),
+     "runs.r.total_timesteps: 1000000000000000000000000000000 is greater than the maximum of 1000000000000000"),
+    (lambda c: c.update(elo={"anchor": "median:" + "1" * 5000}),   # a value is shown cut to a line
+     "elo.anchor: 'median:" + "1" * 192 + "... (5,009 characters) has the wrong form"),
     (lambda c: c.update(runs={"r": {"horizn": 8}}), "runs.r: unknown key 'horizn' (allowed: "),
     (lambda c: c.update(runs={"r": {"layout": "5d"}}), "runs.r.layout: '5d' is not one of 5c, 5c-bias, legacy"),
     (lambda c: c.update(runs={"r": {"side": True}}), "runs.r.side: True is not one of random, guerrilla, coin"),
@@ -178,6 +192,23 @@ def test_bad_config_is_one_line_naming_the_key(change, message):
     text = str(caught.value)
     assert "\n" not in text
     assert text.startswith(f"my.yaml: {message}")
+
+
+@pytest.mark.parametrize("text, message", [
+    # YAML 1.1 read these as 8 and 90, quietly: another roster position, another MCTS.
+    ("players:\n  a: {kind: random, roster: 010}\n", "config {}:2: 010 is an octal or base-60 number to YAML"),
+    ("players:\n  a: {kind: mcts, iterations: 1:30}\n", "config {}:2: 1:30 is an octal or base-60 number to YAML"),
+    ("players: {a: {kind: random}}\nelo: {order: " + "[" * 500 + "]" * 500 + "}\n",   # a RecursionError traceback
+     "config {} nests its lists or mappings too deeply to read"),
+])
+def test_a_config_that_yaml_reads_otherwise_than_it_looks_is_refused(tmp_path, text, message):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError) as refused:
+        load_config(path)
+    assert str(refused.value).startswith(message.format(path))
+    path.write_text("players:\n  a: {kind: random, roster: 0x0a}\nruns: {r: {seed: 1_000}}\n")   # unambiguous
+    assert (load_config(path)["players"]["a"]["roster"], load_config(path)["runs"]["r"]["seed"]) == (10, 1000)
 
 
 def test_load_config_reports_missing_and_malformed_files(tmp_path):
@@ -544,6 +575,18 @@ def test_bad_input_stops_the_dag_before_any_job(tmp_path, config_text, message):
     assert result.returncode != 0
     assert f"gcpipe: error: {config}: {message}" in result.stdout + result.stderr
     assert not (tmp_path / "results" / "engine").exists()
+
+
+@needs_snakemake
+def test_a_bad_config_override_is_named_as_one(tmp_path):
+    # The line named only the --configfile, which held no such value.
+    config = tmp_path / "good.yaml"
+    config.write_text("players: {random: {kind: random}, greedy: {kind: greedy}}\n")
+    result = snakemake("-n", "--cores", "1", "elo_table", "--configfile", str(config), "--config", "device=gpu",
+                       workdir=tmp_path)
+    assert result.returncode != 0
+    assert (f"gcpipe: error: {config} with --config device: device: 'gpu' is not one of cpu, cuda, auto"
+            in result.stdout + result.stderr)
 
 
 @pytest.mark.skipif(os.environ.get("GCPIPE_SKIP_SMOKE_DAG") == "1",

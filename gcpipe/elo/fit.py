@@ -27,6 +27,7 @@ from scipy.sparse.csgraph import connected_components
 from gcpipe.elo.crosstable import CrossTable
 from gcpipe.errors import UserError
 from gcpipe.match.ledger import SIDES
+from gcpipe.schema import ANCHOR_LIMIT
 from gcpipe.stats.normal import Z95
 
 SIDE_LABELS = {"guerrilla": "Guerrilla", "coin": "COIN"}
@@ -34,10 +35,6 @@ PRIOR_GAMES = 0.5  # per side and played cell
 ELO_PER_NAT = 400 / math.log(10)  # Elo points per unit of natural log-odds
 CI_METHOD = ("95% Wald interval from the inverse Hessian of the log-likelihood "
              "(half-game priors included), relative to the anchor")
-
-
-# Anchors beyond this make float ratings lose their decimals (and 1e308 overflows): no use.
-ANCHOR_LIMIT = 1e6
 
 
 @dataclass(frozen=True)

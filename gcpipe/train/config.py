@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from gcpipe.engine.bots import MCTS_MAX_ITERATIONS
-from gcpipe.engine.game import SIDE_NAMES
+from gcpipe.engine.game import MAX_GAMES_AT_ONCE, SIDE_NAMES
 from gcpipe.errors import UserError
 from gcpipe.schema import check, coerce_numbers, load_schema
 from gcpipe.search.settings import SETTINGS_SCHEMA
@@ -23,6 +23,8 @@ def run_schema() -> dict:
     MCTS's iterations bounded as an MCTS player's are."""
     run = load_schema()["$defs"]["run"]
     run["properties"]["mcts_iterations"]["maximum"] = MCTS_MAX_ITERATIONS
+    for name in ("num_envs", "selfplay_games", "replay_games"):   # games held at once, as everywhere
+        run["properties"][name]["maximum"] = MAX_GAMES_AT_ONCE
     for name in _SEARCH_SETTINGS:
         run["properties"][f"search_{name}"] = {**SETTINGS_SCHEMA[name], **run["properties"][f"search_{name}"]}
     return run
