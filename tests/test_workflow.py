@@ -173,6 +173,12 @@ def test_a_pipeline_device_is_the_device_of_every_run_without_its_own():
     (lambda c: c.update(runs={"r": {"init_run": "s"},
                               "s": {"algorithm": "distill", "teacher_runs": {"guerrilla": "t", "coin": "r"}}, "t": {}}),
      "runs.r.init_run: the runs start from each other in a circle (r -> s -> r)"),
+    # Teachers without `algorithm: distill` trained PPO from scratch, silently.
+    (lambda c: c.update(runs={"r": {"teacher_runs": {"guerrilla": "nosuch", "coin": "nosuch"}}}),
+     "runs.r: 'teacher_runs' and 'teacher_search' are distillation's; set 'algorithm' distill (got ppo), or leave "
+     "them out"),
+    (lambda c: c.update(runs={"r": {"algorithm": "expert", "teacher_search": {"guerrilla": True, "coin": False}}}),
+     "runs.r: 'teacher_runs' and 'teacher_search' are distillation's; set 'algorithm' distill (got expert)"),
     (lambda c: c.update(runs={"r": {"init_run": "s"}, "s": {"layout": "5c-bias"}}),
      "runs.r.init_run: run 's' writes layout 5c-bias, which does not fit layout 5c (bias vectors)"),
     (lambda c: c.update(report={"games": ["random__nobody"]}),

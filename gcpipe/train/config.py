@@ -244,6 +244,10 @@ def _check_across(config: TrainConfig, where: str) -> None:
     if config.update_precision == "bfloat16" and (config.algorithm != "ppo" or config.device != "cpu"):
         raise UserError(f"{where}: 'update_precision' bfloat16 is for PPO's update on the CPU (its fixed-order "
                         f"products); got algorithm '{config.algorithm}', device '{config.device}'")
+    if config.algorithm != "distill" and (any(config.teacher_runs.values()) or any(config.teacher_search.values())):
+        # Teachers say distillation was meant: without `algorithm: distill` the run trained from scratch.
+        raise UserError(f"{where}: 'teacher_runs' and 'teacher_search' are distillation's; set 'algorithm' distill "
+                        f"(got {config.algorithm}), or leave them out")
     if config.algorithm != "ppo":
         if not config.selfplay:
             raise UserError(f"{where}: algorithm '{config.algorithm}' plays self-play games; set selfplay true")
