@@ -63,15 +63,19 @@ def main(argv: list[str]) -> int:
     book = player_book(args.config)
     for name in args.players + opponents:   # an unknown name refused before the first pair plays
         book.resolve(name)
-    last = args.roster + 2 * len(args.players) + len(opponents) - 1
+
+    def rosters(p: int, o: int) -> tuple[int, int]:   # of player p and opponent o
+        return args.roster + 2 * p, args.roster + 2 * len(args.players) + o
+
+    last = rosters(len(args.players) - 1, len(opponents) - 1)[1]
     if last >= ROSTER_POSITIONS:
         raise UserError(f"--roster {args.roster} with {len(args.players)} player(s) and {len(opponents)} "
                         f"opponent(s) needs roster positions up to {last}; positions end at {ROSTER_POSITIONS - 1}")
     for p, player in enumerate(args.players):
         for o, opponent in enumerate(opponents):
-            rosters = (args.roster + 2 * p, args.roster + 2 * len(args.players) + o)
             ledgers = {side: args.out / f"{side}_{p}_{o}.jsonl" for side in ("guerrilla", "coin")}
-            print(describe(both_sides(player, opponent, args.games, rosters, ledgers, book, args.workers)), flush=True)
+            print(describe(both_sides(player, opponent, args.games, rosters(p, o), ledgers, book, args.workers)),
+                  flush=True)
     return 0
 
 

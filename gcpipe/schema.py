@@ -182,10 +182,9 @@ def check(instance, schema: dict, where: str = "") -> object:
     return instance
 
 
-def coerce_numbers(values: dict, properties: dict) -> dict:
-    """`values` with integer-valued settings as int and number settings as float, per the schema's
-    `properties` (JSON Schema takes 1.0e6 as an integer and 1 as a number; Python code and the
-    records written from the settings want one type per setting)."""
-    kinds = {"integer": int, "number": float}
-    return {key: kinds[properties[key]["type"]](value)
-            if properties.get(key, {}).get("type") in kinds else value for key, value in values.items()}
+def numbers_as_float(values: dict, properties: dict) -> dict:
+    """`values` (checked) with the number settings of the schema's `properties` as floats: JSON Schema
+    takes 1 as a number, and Python code and the records written from the settings want one type per
+    setting.  (Integer settings are ints already: `check` turns an integral 1.0e6 into one.)"""
+    return {key: float(value) if properties.get(key, {}).get("type") == "number" else value
+            for key, value in values.items()}

@@ -15,7 +15,7 @@ from gcpipe.players.bots import GreedyPlayer, MctsPlayer, RandomPlayer
 from gcpipe.players.network import NetPlayer
 from gcpipe.players.openspiel import OpenSpielPlayer
 from gcpipe.protocol import RuntimePlayer
-from gcpipe.schema import NAME_PATTERN, ROSTER_POSITIONS, check, coerce_numbers, load_schema
+from gcpipe.schema import NAME_PATTERN, ROSTER_POSITIONS, check, numbers_as_float, load_schema
 from gcpipe.search.player import SearchPlayer
 
 # The player kinds, by the name configs and specs use.
@@ -75,7 +75,7 @@ def _settle(entry, where: str) -> tuple[str, dict, dict, int | None]:
     entry = check(dict(entry) if isinstance(entry, dict) else entry, player_schema(), where)
     cls = KINDS[entry["kind"]]
     properties = cls.schema["properties"]
-    settings = coerce_numbers({key: entry[key] for key in properties if key in entry}, properties)
+    settings = numbers_as_float({key: entry[key] for key in properties if key in entry}, properties)
     try:
         settings, identity = cls.define(settings)
     except UserError as problem:

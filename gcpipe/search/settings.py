@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from gcpipe._engine import ffi, lib
 from gcpipe.errors import UserError
-from gcpipe.schema import check, coerce_numbers
+from gcpipe.schema import check, numbers_as_float
 
 VARIANTS = {"puct": lib.GC_SEARCH_PUCT, "gumbel": lib.GC_SEARCH_GUMBEL}
 SQUASHES = {"linear": lib.GC_VALUE_LINEAR, "logistic": lib.GC_VALUE_LOGISTIC}
@@ -80,7 +80,7 @@ def make_settings(where: str = "search", **values) -> SearchSettings:
     if isinstance(values.get("value_coef"), tuple):
         values["value_coef"] = list(values["value_coef"])
     check(values, {"type": "object", "properties": SETTINGS_SCHEMA, "additionalProperties": False}, where)
-    values = coerce_numbers(values, SETTINGS_SCHEMA)
+    values = numbers_as_float(values, SETTINGS_SCHEMA)
     if "value_coef" in values:
         values["value_coef"] = tuple(float(v) for v in values["value_coef"])
     settings = SearchSettings(**values)

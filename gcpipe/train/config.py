@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from gcpipe.engine.bots import MCTS_MAX_ITERATIONS
 from gcpipe.engine.game import MAX_GAMES_AT_ONCE, SIDE_NAMES
 from gcpipe.errors import UserError
-from gcpipe.schema import check, coerce_numbers, load_schema
+from gcpipe.schema import check, numbers_as_float, load_schema
 from gcpipe.search.settings import SETTINGS_SCHEMA
 
 # Expert iteration's search_X settings are checked as a search player's X.
@@ -220,7 +220,7 @@ def make_config(settings: dict | None = None, where: str = "run config") -> Trai
     schema = run_schema()
     values = check(dict(settings) if isinstance(settings, dict) else {} if settings is None else settings,
                    schema, where)
-    values = coerce_numbers(values, schema["properties"])
+    values = numbers_as_float(values, schema["properties"])
     # A number or a mapping of numbers per side: floats; a mapping is recorded with the run
     # (config.json) in SIDE_NAMES' order, whatever order the config wrote.
     for key in ("bot_fraction", "reward_shaping"):
