@@ -1,5 +1,4 @@
-"""Training's bytes on this machine under settings that play what differs between CPUs (README,
-"Same games on any machine").
+"""Training's bytes on this machine under settings that play what differs between CPUs (docs/reproducibility.md).
 
     python benchmarks/cross_platform_train.py [--bfloat16]
 

@@ -7,7 +7,7 @@ moves drawn from its policy, as in distillation's teacher games; seeds from --se
 training uses) and prints, per side, the mean KL divergence KL(teacher || student) per ply in nats
 and the share of plies where the student's most probable move is the teacher's.  The student with
 the smaller divergence on a side plays that side more like its teacher: the measure behind the
-README's "Distillation" section, cheaper than a strength cell (seconds, no search)."""
+distillation measurements of docs/experiments.md, cheaper than a strength cell (seconds, no search)."""
 import argparse
 import sys
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA checks behind README "Training on a GPU", for a machine where torch sees a GPU: the
+# The CUDA checks behind docs/gpu.md, for a machine where torch sees a GPU: the
 # tests' CUDA cases (resume equals an uninterrupted run on the GPU, PPO, expert iteration and
 # distillation learn there) and `gcpipe bench train` on the GPU and the CPU of the same machine.
 # Run from the repository root with gcpipe importable (pip install -e . or PYTHONPATH) and the

@@ -1,5 +1,6 @@
 """The update's fixed-order matrix products (csrc/gc_gemm.c through gcpipe/train/matmul.py) at the
-default model's shapes, and Muon's orthogonalisation of its four matrices (docs/speed.md).
+default model's shapes, and Muon's orthogonalisation of its four matrices (docs/speed.md,
+docs/experiments.md).
 
     python benchmarks/products.py [--threads N] [--rows R]
 

@@ -1,5 +1,5 @@
 r"""Strength of players against opponents from both sides, on fresh seeds: the measurements behind the
-README's strength tables.
+strength tables of docs/results.md.
 
     python benchmarks/strength.py --games 300 --out results/strength \
         cand=net:results/runs/candidate/final.bin -- mcts:2000 mcts:10000

@@ -11,7 +11,7 @@ operation libgomp, torch's OpenMP runtime, keeps its idle threads spinning for G
 iterations (300,000 by default on a machine with a thread per core) in case more work follows,
 so on a 2-core machine the C kernel's second thread shares its core with a spinning one for
 several milliseconds: measured there, a torch operation followed by the rollout's C step took
-13.7 ms against 1.1 + 7.8 ms apart (docs/speed.md).  A spin count of 1,000 leaves torch's own
+13.7 ms against 1.1 + 7.8 ms apart (docs/experiments.md).  A spin count of 1,000 leaves torch's own
 back-to-back operations their spin and frees the core soon after: at 10,000 a kernel's second
 thread still started 0.1-0.2 ms late after a torch operation (70 ms of a 1.45 s PPO epoch in
 such late starts; 23 ms at 1,000), and at 300 torch's operations slowed.  It changes no value.
@@ -27,8 +27,8 @@ MKL picks by CPU vendor and model, as it picks its matrix kernels; its COMPATIBL
 one Intel documents as giving the same results on every x86-64 CPU, Intel's and others'.  (The
 training's matrix products are gcpipe's own, gcpipe/train/matmul.py, so it does not slow them.)
 
-With the three, a training run is the same bytes on every x86-64 CPU with AVX2 (README, "Same
-games on any machine").  Measured on a Zen 4 EPYC: no change in `gcpipe bench train`'s speed."""
+With the three, a training run is the same bytes on every x86-64 CPU with AVX2
+(docs/reproducibility.md).  Measured on a Zen 4 EPYC: no change in `gcpipe bench train`'s speed."""
 import os
 import sys
 

@@ -1,6 +1,6 @@
 """The torch devices a training test runs on: the CPU everywhere, CUDA where torch sees a GPU (the
-CUDA cases are skipped elsewhere, CI included; a session lent a GPU runs them: README, "Training on
-a GPU")."""
+CUDA cases are skipped elsewhere, CI included; benchmarks/gpu.sh runs them on a machine with a GPU:
+docs/gpu.md)."""
 import pytest
 import torch
 

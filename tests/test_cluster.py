@@ -73,7 +73,7 @@ def smoke_config(folder: Path) -> Path:
 
 
 def slurm_args(config: Path):
-    """The README's command for the test cluster: the profile as shipped, sized for a 2-core node
+    """The command of docs/cluster.md for the test cluster: the profile as shipped, sized for a 2-core node
     (and at the local run's training threads: trained weights depend on the thread count), with
     job states polled every 10 s instead of 40 so that the test ends sooner."""
     return ["--profile", str(REPO / "profiles" / "slurm"), "elo_table", "--configfile", str(config),

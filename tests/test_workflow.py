@@ -54,7 +54,7 @@ def test_filled_defaults_are_not_shared_between_configs():
 
 
 def test_integer_settings_written_as_floats_become_ints():
-    # The README's tip for YAML (1e8 is text): 1.0e+8. Such a float of the match plan's counts broke
+    # The docs' tip for YAML (docs/pipeline.md) (1e8 is text): 1.0e+8. Such a float of the match plan's counts broke
     # the DAG's shard arithmetic in a traceback, and `gcpipe config` printed games: 1000.0.
     config = validate_config(small_config(
         players={"m": {"kind": "mcts", "iterations": 2.0e+3, "exploration": 1.0, "roster": 3.0},
@@ -283,7 +283,7 @@ def test_strongest_config_is_the_default_recipe_with_the_seed_47_mcts_512_teache
     assert runs["candidate"] == default["runs"]["candidate"]
     assert runs["guerrilla-teacher"] == {**default["runs"]["guerrilla-teacher"], "mcts_iterations": 512,
                                          "bot_fraction": {"guerrilla": 0.2, "coin": 0.1}, "seed": 47}
-    # The candidate's cells against MCTS 10K replay the README's games: rosters 8 and 10.
+    # The candidate's cells against MCTS 10K replay the games of docs/results.md: rosters 8 and 10.
     positions = roster_positions(strongest["players"])
     assert (positions["candidate"], positions["mcts10k"]) == (8, 10)
     games = {cell.name: cell.games for cell in match_plan(strongest)}
@@ -621,7 +621,7 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert provenance["config"] == load_config(CONFIGS / "smoke.yaml")
     assert provenance["engine"]["cflags"]
 
-    # The HTML report works right after the main job (README order), with every part in it.
+    # The HTML report works right after the main job (docs/pipeline.md's order), with every part in it.
     report = snakemake("--report", "results/report.html", "--configfile", smoke, workdir=tmp_path, timeout=300)
     assert report.returncode == 0, report.stderr[-4000:]
     html = (results / "report.html").read_text()

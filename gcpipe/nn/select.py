@@ -2,7 +2,7 @@
 model.md §3 — with their gradients, in C (csrc/gc_select.c) for float32 CPU tensors.
 
 They give torch.where's bits, forward and backward (they only choose between their inputs), but
-torch's CPU `where` runs a scalar loop and these run several times faster (docs/speed.md).  Other
+torch's CPU `where` runs a scalar loop and these run several times faster (docs/experiments.md).  Other
 tensors (CUDA, float64, layouts the kernels do not take) go through torch.where, as before."""
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Two training settings compared over their runs (seeds), the run being the unit.
 
-An RL run's strength varies from seed to seed by more than a 1000-game cell's sampling noise (the
-README: the default candidate's Guerrilla won 40.6 to 57.5 % of 1000 games against MCTS 2K in four
+An RL run's strength varies from seed to seed by more than a 1000-game cell's sampling noise (docs/evaluation.md:
+the default candidate's Guerrilla won 40.6 to 57.5 % of 1000 games against MCTS 2K in four
 runs of the same settings).  Pooling an arm's games then understates the uncertainty, so a
 difference of two settings is judged against the spread of their runs, as Welch's t does with one
 win rate per run.  For an arm of k runs with win rates p_1..p_k (w_i wins of n_i games):

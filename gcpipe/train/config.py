@@ -1,7 +1,7 @@
 """Every training hyperparameter in one dataclass.  Their types, ranges and defaults — the reference
-trainer's values (model.md §4), except `side_value`, a fix the reference lacks (measured in the
-README) — are the `run` settings of config/schema.yaml; `make_config` reads a run's settings
-through that schema and adds the rules that span several settings."""
+trainer's values (model.md §4), except `side_value`, a fix the reference lacks (measured:
+docs/experiments.md) — are the `run` settings of config/schema.yaml; `make_config` reads a run's
+settings through that schema and adds the rules that span several settings."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,7 +1,7 @@
 """Policy distillation: one standard 5c network (the student) trained to play each side as that
 side's teacher does, e.g. the COIN of one PPO run and the Guerrilla of another.
 
-Why.  PPO runs find their strengths one side at a time (the README's capture-reward runs: a COIN
+Why.  PPO runs find their strengths one side at a time (the capture-reward runs of docs/experiments.md: a COIN
 that plays the stalemate line beside a weak Guerrilla, or a strong Guerrilla beside an ordinary
 COIN); a student that reproduces both teachers holds both in one checkpoint.
 
@@ -22,7 +22,7 @@ Search teachers.  With teacher_search set for a side, that side's teacher is exp
 search (the search_* settings) guided by the teacher run's network: its target is the search's
 improved policy (PUCT: the visit distribution) and, where it plays, its move is the search's
 (PUCT: drawn in proportion to the visits).  Such a teacher is stronger than its network; the
-README measures what students take from it (in raw play, nothing yet).
+experiment log (docs/experiments.md) measures what students take from it (in raw play, nothing yet).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ fresh pages, which the kernel zeroes.  The threshold adapts (it rises to the siz
 block, up to 32 MiB, and the trim threshold to twice that), but a PPO update allocates and frees
 tensors of several MiB dozens of times per minibatch, on a machine whose memory bandwidth already
 bounds it.  Fixing the mmap threshold at glibc's largest and trimming only above 1 GiB of free top
-made `gcpipe bench train` 5-6 % faster (docs/speed.md).  Values do not change: torch aligns every
+made `gcpipe bench train` 5-6 % faster (docs/experiments.md).  Values do not change: torch aligns every
 CPU allocation to 64 bytes wherever it comes from.  Elsewhere than glibc this does nothing."""
 from __future__ import annotations
 
