@@ -1,4 +1,5 @@
-"""bfloat16 products for training, measured before they are built (docs/speed.md; the 200 k target).
+"""bfloat16 products for training, measured before they are built (docs/speed.md; toward 200 k
+agent-steps/s in `gcpipe bench train`).
 
     python benchmarks/bf16_products.py [CC]
 

@@ -1,5 +1,5 @@
 """The torch devices a training test runs on: the CPU everywhere, CUDA where torch sees a GPU (the
-CUDA cases are skipped elsewhere, CI included; a session lent a GPU runs them: README, "Training on
+CUDA cases are skipped elsewhere, CI included; a machine with a GPU runs them: README, "Training on
 a GPU")."""
 import pytest
 import torch
