@@ -1,4 +1,4 @@
-"""Replay the published MCTS cells of spec/baselines.md (100 games each, seeds of rules.md §8,
+"""Replay the published MCTS cells of baselines.md §1 (100 games each, seeds of rules.md §8,
 MCTS 2K at roster position 3 and MCTS 10K at 4) and compare with the published scores.
 Too slow for the unit tests (MCTS 2K vs Random alone is about a minute on one core).
 

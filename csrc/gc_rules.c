@@ -8,9 +8,9 @@
 #error "gc_observation and gc_action_mask write byte rows through little-endian words"
 #endif
 
-/* Squares (3,2) (2,3) (4,3) (3,4) (5,4) (4,5), all of odd x+y.  rules.md §1 also lists their
- * indices as 19, 26, 28, 35, 37, 45, but (4,5) is index 44 (45 would be (5,5), of even parity);
- * the coordinates are right: with 44 the published Random/Greedy cells come out exactly. */
+/* Squares (3,2) (2,3) (4,3) (3,4) (5,4) (4,5), all of odd x+y: indices 19, 26, 28, 35, 37, 44
+ * (rules.md §1; its correction says why not 45, which would be (5,5), of even parity: with 44 the
+ * published Random/Greedy cells come out exactly). */
 #define START_COINS ((1ULL << 19) | (1ULL << 26) | (1ULL << 28) | (1ULL << 35) | (1ULL << 37) | (1ULL << 44))
 
 void gc_reset(gc_state *s, uint32_t seed) {

@@ -1,4 +1,4 @@
-/* Guerrilla Checkers rules (spec/rules.md §1-§5, §8): one flat state struct per game,
+/* Guerrilla Checkers rules (rules.md §1-§5, §8): one flat state struct per game,
  * bitboards for stones (49 points) and coins (64 squares), no allocation, no globals. */
 #ifndef GC_RULES_H
 #define GC_RULES_H
@@ -19,7 +19,8 @@
  * + (stones captured).  If the Guerrilla's 33rd action comes, a stone is still on the board after
  * COIN's 32nd turn: at most 63 of the 64 stones placed were captured, in at least one turn:
  * 33 + 32 - 1 + 63.  If the game ends sooner: at most 32 + 32 - 1 + 64.  Either way 127.
- * (rules.md §4's 132 counts 33 COIN turns and the first capture of a turn twice.) */
+ * (rules.md §4.4; the 132 its correction replaces counts 33 COIN turns and the first capture of a
+ * turn twice.) */
 #define GC_MAX_GAME_PLIES 127
 
 /* Sides (also the observation's side-to-move byte and the winner field). */

@@ -1,4 +1,4 @@
-"""A pure-Python rules oracle written straight from spec/rules.md §1-§5, independent of csrc/:
+"""A pure-Python rules oracle written straight from rules.md §1-§5, independent of csrc/:
 plain lists and coordinates, a full rescan of all squares after every stone (as the reference
 does), no bitboards.  Slow but obvious; tests compare the C engine with it action by action.
 

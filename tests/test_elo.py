@@ -12,7 +12,7 @@ from gcpipe.elo import (OUTPUT_FILES, Anchor, CrossTable, crosstable_from_ledger
 from gcpipe.errors import UserError
 from gcpipe.match.ledger import LedgerWriter, game_seed
 
-# spec/baselines.md: the published field (100 games per cell) and its side-specific Elo.
+# baselines.md §1-§2: the published field (100 games per cell) and its side-specific Elo.
 PUBLISHED = """
 | Guerrilla / COIN | Random | Greedy | Puffer 40 | MCTS 2K | MCTS 10K |
 | --- | ---: | ---: | ---: | ---: | ---: |

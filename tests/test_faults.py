@@ -1,4 +1,4 @@
-"""Faults end to end (issue 12): a second writer on a ledger or a run folder, a killed Snakemake
+"""Faults end to end, the reliability guarantees: a second writer on a ledger or a run folder, a killed Snakemake
 whose jobs must not write on, a config changed under a running pipeline, and damaged state on
 disk (training states, checkpoints, ledgers).  Each scenario runs the real commands for a few
 seconds and checks the exact outcome: the one-line refusal, what is kept, byte-identical results."""

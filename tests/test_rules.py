@@ -1,4 +1,4 @@
-"""Hand-built positions for every rule of spec/rules.md §1-§5; each test fails if its rule is wrong."""
+"""Hand-built positions for every rule of rules.md §1-§5; each test fails if its rule is wrong."""
 import copy
 
 import numpy as np
@@ -36,7 +36,7 @@ def test_opening_has_168_actions_in_ascending_order():
     assert len(legal) == 168
     assert legal == sorted(legal) and legal[0] == 0
     assert game.current_player() == GUERRILLA
-    # (3,2) (2,3) (4,3) (3,4) (5,4) (4,5): (4,5) is index 44, not the 45 that rules.md §1 lists
+    # (3,2) (2,3) (4,3) (3,4) (5,4) (4,5): (4,5) is index 44, not 45 (rules.md §1, its correction)
     assert game.coins() == [19, 26, 28, 35, 37, 44]
     assert all((c % 8 + c // 8) % 2 == 1 for c in game.coins())
     # point (6,6) has no down or right neighbour: only left and up

@@ -1,7 +1,7 @@
 """The cross table: per-cell win counts, rows playing Guerrilla and columns playing COIN.
 
 Built from match ledgers (the normal path), from a published Markdown table ("Gwins-Cwins"
-cells under a "Guerrilla / COIN" header, as in spec/baselines.md), or from crosstable.json.
+cells under a "Guerrilla / COIN" header, as in baselines.md §1), or from crosstable.json.
 """
 import json
 import re

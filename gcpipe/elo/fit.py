@@ -1,4 +1,4 @@
-"""Side-specific Bradley–Terry Elo (the reference fit of spec/baselines.md).
+"""Side-specific Bradley–Terry Elo (the reference fit of baselines.md §3).
 
 Each (player, side) is its own entity: a player's Guerrilla rating and COIN rating are
 separate numbers, and only Guerrilla–COIN games exist, so the entities form a bipartite graph

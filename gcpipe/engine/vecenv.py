@@ -18,7 +18,7 @@ illegal action -> state unchanged, -1 to the actor; the step that ends a game gi
 winner's slot and -1 to the loser's (replacing that step's shaping) with both terminals 1, and
 the returned observation is already the next game's first.  Every decision step of the env is a
 tick (bot moves are not); at `max_episode_length` ticks COIN wins.  With `coin_mobility_reward`
-m > 0 (not rules.md's), `mobility_rewards` float32 [N, S] holds, in the COIN's slot of a step whose
+m > 0 (gcpipe's own, not in rules.md §6), `mobility_rewards` float32 [N, S] holds, in the COIN's slot of a step whose
 COIN move hands the turn to the Guerrilla, m times the fall in the Guerrilla's number of legal
 actions since its previous turn (counted from its second turn: the first, with no stone down,
 allows any point), and 0 elsewhere: a signal toward the line that leaves the Guerrilla no move.

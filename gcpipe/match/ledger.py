@@ -46,7 +46,7 @@ RECORD_KEYS = ("cell", "guerrilla", "coin", "game", "seed", "winner", "plies", "
                "guerrilla_id", "coin_id")
 # Tournament games (rules.md §8) end by the rules or the ply cap, never by the env's tick limit.
 END_REASONS = tuple(reason for reason in ENGINE_END_REASONS if reason not in ("none", "timeout"))
-# Which side each way of ending implies as the winner (rules.md §4; the ply cap is a COIN win).
+# Which side each way of ending implies as the winner (rules.md §4 and §8; the ply cap is a COIN win).
 # A stalemate (side to move has no legal action) can go either way.
 _WINNER_BY_END = {"coins_cleared": "guerrilla", "stones_exhausted": "coin",
                   "stones_wiped": "coin", "ply_cap": "coin", "stalemate": None}

@@ -13,9 +13,10 @@
 # 22.05's clients look only there; so no other munged may run) and a link /etc/slurm/slurm.conf
 # to the config (the jobstep executor strips SLURM_* variables, SLURM_CONF included, from the
 # environment of the `srun` it runs inside each job, so the config must be where srun looks by
-# default: snakemake-executor-plugin-slurm issue #164).  No system service is started.  Daemons
-# run as root and are stopped by the process ids they recorded.  The cluster: cluster "gcpipe-test", partition "debug" (the
-# default), node = this machine with its cores and memory, account "gcpipe" for the user.
+# default: https://github.com/snakemake/snakemake-executor-plugin-slurm/issues/164).  No system
+# service is started.  Daemons run as root and are stopped by the process ids they recorded.  The
+# cluster: cluster "gcpipe-test", partition "debug" (the default), node = this machine with its
+# cores and memory, account "gcpipe" for the user.
 set -euo pipefail
 
 DIR=${GCPIPE_TESTCLUSTER:-/tmp/gcpipe-testcluster}
