@@ -252,7 +252,9 @@ NARRATION = [
     re.compile(r"\bissue target", re.I),
     re.compile(r"\breviewers?\b", re.I),
     re.compile(r"\bwork periods?\b", re.I),
-    re.compile(rf"\b(?:the|this|that)\s+{ORDINAL}\b(?!\s+of\s+(?:a|an|the|its|their|all|every)\b)", re.I),
+    # An ordinal standing for a work period has no noun after it ("since the seventeenth:", "the ninth of
+    # 2026-12-04"); "the ninth run", "the seventh digit" and "the sixth start coin" count things.
+    re.compile(rf"\b(?:the|this|that)\s+{ORDINAL}(?=\s*(?:[.,;:)]|$|of\s+\d{{4}}|['’]s\b))", re.I),
     re.compile(rf"\b{ORDINAL}\s+(?:session|period|round of work)", re.I),
 ]
 
@@ -285,6 +287,11 @@ def narration(files: dict[str, str]) -> list[str]:
     ("a tenth of MCTS 10K's time", False),
     ("the fifth of the envs that play MCTS", False),
     ("see https://github.com/o/r/issues/164", False),
+    ("is the ninth run of the MCTS 64 recipe", False),
+    ("different in the seventh digit", False),
+    ("The sixth start coin is index 44", False),
+    ("the eighteenth's best teacher", True),
+    ("as in the twelfth.", True),
 ])
 def test_narration_patterns(line, flagged):
     assert bool(narration({"x.md": line})) is flagged
