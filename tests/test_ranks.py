@@ -17,7 +17,7 @@ import yaml
 
 from gcpipe.errors import UserError
 from gcpipe.train.config import make_config
-from gcpipe.train.ranks import Launch, first_node, launch_from
+from gcpipe.train.ranks import Launch, first_node, launch_from, srun_allocation
 from gcpipe.train.run import train
 from test_distill import DISTILL, teachers  # noqa: F401 (a fixture)
 from test_expert import EXPERT
@@ -193,8 +193,10 @@ def test_ranks_are_neither_recorded_nor_a_result_setting(tmp_path):
     ({"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "8", "SLURM_JOB_ID": "123457",
       "SLURM_STEP_NODELIST": "cn[007-008,012],gpu1", "SLURM_JOB_NODELIST": "other"},
      Launch(2, 4, "cn007", 23457, "srun")),
-    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "5", "SLURM_NODELIST": "n1,n2", "MASTER_ADDR": "m",
-      "MASTER_PORT": "4000"}, Launch(0, 2, "m", 4000, "srun")),
+    ({"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_JOB_ID": "5", "SLURM_NODELIST": "n1,n2",
+      "MASTER_ADDR": "m", "MASTER_PORT": "4000"}, Launch(0, 2, "m", 4000, "srun")),
+    # A job's batch script (no srun step) is no rank, whatever its allocation.
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_JOB_ID": "5", "SLURM_NODELIST": "n1,n2"}, None),
 ])
 def test_the_launch_is_read_from_the_environment(environ, launch):
     assert launch_from(environ) == launch
@@ -215,3 +217,47 @@ def test_a_launch_that_cannot_work_is_one_line(environ, message):
                                           ("x1,x2", "x1"), ("", "")])
 def test_the_first_node_of_a_slurm_node_list(nodes, first):
     assert first_node(nodes) == first
+
+
+def test_srun_starts_the_ranks_only_from_a_batch_script_of_enough_tasks(tmp_path, monkeypatch):
+    (tmp_path / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    job = {"SLURM_JOB_ID": "5", "SLURM_NTASKS": "4"}
+    assert srun_allocation(job, 4) and srun_allocation(job, 2)
+    assert not srun_allocation(job, 8)                                    # too few tasks: started here
+    assert not srun_allocation({**job, "SLURM_STEP_NUM_TASKS": "1"}, 2)   # inside `srun -n1`: started here
+    assert not srun_allocation({"SLURM_NTASKS": "4"}, 2)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    assert not srun_allocation(job, 2)
+
+
+FAKE_SRUN = """#!/bin/sh
+# srun as far as start_with_srun uses it: --ntasks N copies of the command, SLURM's variables set.
+n=1
+while [ "$#" -gt 0 ]; do
+  case "$1" in --ntasks|--cpus-per-task) [ "$1" = --ntasks ] && n=$2; shift 2;; --*) shift;; *) break;; esac
+done
+echo "$n tasks" >> "$FAKE_SRUN_CALLS"
+i=0; pids=""
+while [ $i -lt $n ]; do
+  SLURM_PROCID=$i SLURM_STEP_NUM_TASKS=$n SLURM_STEP_NODELIST=localhost "$@" & pids="$pids $!"; i=$((i+1))
+done
+status=0; for p in $pids; do wait $p || status=1; done; exit $status
+"""
+
+
+def test_a_slurm_job_of_two_tasks_starts_its_ranks_with_srun_and_writes_the_bytes_of_one_process(tmp_path,
+                                                                                                  monkeypatch):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "srun").write_text(FAKE_SRUN)
+    (tmp_path / "bin" / "srun").chmod(0o755)
+    settings = dict(EXPERT, expert_iterations=2)
+    alone = train("x", make_config(settings), tmp_path / "one")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    for name, value in {"SLURM_JOB_ID": "5", "SLURM_NTASKS": "2", "SLURM_CPUS_PER_TASK": "1",
+                        "FAKE_SRUN_CALLS": str(tmp_path / "calls")}.items():
+        monkeypatch.setenv(name, value)
+    two = train("x", make_config(dict(settings, ranks=2)), tmp_path / "two", threads=1)
+    assert (tmp_path / "calls").read_text() == "2 tasks\n"
+    assert_same_run(alone, two)

@@ -22,12 +22,14 @@ where a rerun continues.
 """
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime
 import hashlib
 import os
 import pickle
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -42,6 +44,7 @@ from gcpipe.errors import UserError, print_stderr
 
 CONNECT_TIMEOUT_ENV = "GCPIPE_CONNECT_TIMEOUT"
 SILENCE_TIMEOUT_ENV = "GCPIPE_RANK_TIMEOUT"
+ARGUMENTS_ENV = "GCPIPE_RANK_ARGUMENTS"    # train's arguments, for the ranks gcpipe starts
 BEAT_SECONDS = 2.0
 _FOREVER = datetime.timedelta(days=365)   # an exchange waits on its peer; heartbeats bound the wait
 _SLURM_PORTS = (20000, 10000)             # SLURM without MASTER_PORT: 20000 + job ID mod 10000
@@ -69,7 +72,9 @@ def launch_from(environ) -> Launch | None:
         launcher = environ.get("GCPIPE_RANKS_LAUNCHER", "torchrun")
         return _checked(Launch(rank, size, address, _number(environ, "MASTER_PORT"), launcher,
                                environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"))
-    tasks = environ.get("SLURM_STEP_NUM_TASKS") or environ.get("SLURM_NTASKS")
+    # An srun step's task (srun sets SLURM_STEP_NUM_TASKS; a batch script, which is no rank,
+    # sees only the allocation's SLURM_NTASKS).
+    tasks = environ.get("SLURM_STEP_NUM_TASKS")
     if "SLURM_PROCID" not in environ or not tasks or tasks == "1":
         return None
     nodes = (environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST")
@@ -82,8 +87,8 @@ def launch_from(environ) -> Launch | None:
         port = _number(environ, "MASTER_PORT")
     else:
         port = _SLURM_PORTS[0] + _number(environ, "SLURM_JOB_ID") % _SLURM_PORTS[1]
-    size = _number(environ, "SLURM_STEP_NUM_TASKS" if environ.get("SLURM_STEP_NUM_TASKS") else "SLURM_NTASKS")
-    return _checked(Launch(_number(environ, "SLURM_PROCID"), size, address, port, "srun"))
+    return _checked(Launch(_number(environ, "SLURM_PROCID"), _number(environ, "SLURM_STEP_NUM_TASKS"), address, port,
+                           "srun"))
 
 
 def _number(environ, name: str) -> int:
@@ -395,29 +400,54 @@ def _quiet_stderr():
 
 def ranks_here(launch: Launch, arguments: dict, environ) -> dict:
     """Starts ranks 1..size-1 of a run on this machine (`python -m gcpipe.train.ranks`, train's
-    arguments on its standard input); they stop when this process does (GCPIPE_LAUNCHER)."""
+    arguments in GCPIPE_RANK_ARGUMENTS); they stop when this process does (GCPIPE_LAUNCHER)."""
     from gcpipe.lifetime import LAUNCHER_ENV, launcher_token
 
     children = {}
-    data = pickle.dumps(arguments)
     for rank in range(1, launch.size):
         env = {**environ, "RANK": str(rank), "WORLD_SIZE": str(launch.size), "MASTER_ADDR": launch.address,
-               "MASTER_PORT": str(launch.port), "GCPIPE_RANKS_LAUNCHER": "gcpipe", LAUNCHER_ENV: launcher_token()}
-        child = subprocess.Popen([sys.executable, "-m", "gcpipe.train.ranks"], stdin=subprocess.PIPE, env=env)
-        children[rank] = child
-        child.stdin.write(data)
-        child.stdin.close()
+               "MASTER_PORT": str(launch.port), "GCPIPE_RANKS_LAUNCHER": "gcpipe", LAUNCHER_ENV: launcher_token(),
+               ARGUMENTS_ENV: _encode(arguments)}
+        children[rank] = subprocess.Popen([sys.executable, "-m", "gcpipe.train.ranks"], env=env)
     return children
 
 
+def srun_allocation(environ, size: int) -> bool:
+    """Whether this process is a SLURM job's own (its batch script, no srun step) in an
+    allocation of at least `size` tasks, where srun can start the ranks over its nodes."""
+    tasks = environ.get("SLURM_NTASKS", "")
+    return ("SLURM_JOB_ID" in environ and "SLURM_STEP_NUM_TASKS" not in environ and tasks.isdigit()
+            and int(tasks) >= size and shutil.which("srun") is not None)
+
+
+def start_with_srun(run: str, arguments: dict, size: int, environ) -> None:
+    """Runs the `size` ranks of a run as the tasks of one srun step over the job's nodes and waits
+    for them (their messages reach this job's standard error).  UserError when they fail."""
+    with socket.socket() as probe:   # a free port here, on the allocation's first node, rank 0's
+        probe.bind(("", 0))
+        port = probe.getsockname()[1]
+    command = ["srun", "--ntasks", str(size), "--kill-on-bad-exit=1"]
+    if environ.get("SLURM_CPUS_PER_TASK"):   # srun no longer inherits sbatch's (SLURM 22.05)
+        command += ["--cpus-per-task", environ["SLURM_CPUS_PER_TASK"]]
+    env = {**environ, "MASTER_PORT": str(port), ARGUMENTS_ENV: _encode(arguments)}
+    status = subprocess.run(command + [sys.executable, "-m", "gcpipe.train.ranks"], env=env).returncode
+    if status:
+        raise UserError(f"run {run}: the {size} ranks srun started stopped ({exit_words(status)} from srun; the "
+                        f"ranks' own lines are above)")
+
+
+def _encode(arguments: dict) -> str:
+    return base64.b64encode(pickle.dumps(arguments)).decode("ascii")
+
+
 def _rank_here() -> None:
-    """A rank started by ranks_here: train's arguments from standard input."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the first rank's to handle: it stops us
+    """A rank started by ranks_here or start_with_srun: train's arguments from GCPIPE_RANK_ARGUMENTS."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the first rank's (the launcher's) to handle
     from gcpipe.lifetime import watch_launcher
     from gcpipe.train.run import train
 
     watch_launcher()
-    arguments = pickle.loads(sys.stdin.buffer.read())
+    arguments = pickle.loads(base64.b64decode(os.environ.pop(ARGUMENTS_ENV)))
     try:
         train(**arguments)
     except UserError as error:

@@ -51,7 +51,7 @@ from gcpipe.train.config import TrainConfig, result_settings, run_schema, torch_
 from gcpipe.train.evaluate import win_rate
 from gcpipe.train.expert import LOG_FIELDS as EXPERT_LOG_FIELDS
 from gcpipe.train.ppo import PPO
-from gcpipe.train.ranks import connect, digest, engine_digest, launch_from
+from gcpipe.train.ranks import connect, digest, engine_digest, launch_from, srun_allocation, start_with_srun
 
 STATE_FILE = "state.pt"
 PREVIOUS_STATE_FILE = "state.prev.pt"
@@ -81,7 +81,10 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
     if threads is not None:
         set_threads(threads)
     workers = torch.get_num_threads()
-    if config.ranks > 1 and launch_from(os.environ) is None:   # this process starts the others
+    if config.ranks > 1 and launch_from(os.environ) is None:   # this process starts the ranks
+        if srun_allocation(os.environ, config.ranks):
+            start_with_srun(run, arguments, config.ranks, os.environ)
+            return out
         workers = arguments["threads"] = max(1, workers // config.ranks)
     say = echo or print_stderr
     keep_freed_blocks()
