@@ -5,6 +5,7 @@ that cannot work are one line before any game."""
 import csv
 import io
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -261,3 +262,31 @@ def test_a_slurm_job_of_two_tasks_starts_its_ranks_with_srun_and_writes_the_byte
     two = train("x", make_config(dict(settings, ranks=2)), tmp_path / "two", threads=1)
     assert (tmp_path / "calls").read_text() == "2 tasks\n"
     assert_same_run(alone, two)
+
+
+def test_a_rank_that_stops_answering_stops_the_run_in_one_line(tmp_path):
+    """A rank stopped (SIGSTOP: it keeps its connections open) is found by the heartbeats."""
+    config = _config_file(tmp_path, dict(EXPERT, expert_iterations=8, ranks=2))
+    port = _free_port()
+    learner, other = (_rank(rank, 2, port, config, tmp_path / "run", GCPIPE_RANK_TIMEOUT="3") for rank in (0, 1))
+    metrics = tmp_path / "run" / "metrics.csv"
+    deadline = time.monotonic() + 300
+    while (not metrics.exists() or len(metrics.read_text().splitlines()) < 2) and learner.poll() is None:
+        assert time.monotonic() < deadline, "the run wrote no metrics row"
+        time.sleep(0.02)
+    os.kill(other.pid, signal.SIGSTOP)
+    try:
+        _, err = learner.communicate(timeout=300)
+    finally:
+        other.kill()
+        other.communicate()
+    assert learner.returncode == 2, err
+    assert err.strip().splitlines() == [
+        f"gcpipe: error: rank 1 (PID {other.pid} on {socket.gethostname()}) has not answered for 3 s; stopping the "
+        f"run (the saved state is kept: a rerun continues from it)"], err
+
+
+def test_a_rank_with_no_game_in_an_iteration_still_gives_the_bytes_of_one_process(tmp_path):
+    settings = dict(EXPERT, expert_iterations=2, selfplay_games=1, replay_games=2)
+    alone = train("x", make_config(settings), tmp_path / "one")
+    assert_same_run(alone, train("x", make_config(dict(settings, ranks=2)), tmp_path / "two"))

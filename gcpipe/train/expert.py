@@ -223,7 +223,7 @@ def play_tasks(tasks: list[tuple], workers: int) -> list[list[GameRecord]]:
     """Each task's games: task = (make_expert, its arguments, seeds, search_sides, opponents), the
     expert built where the games are played.  With several tasks, on that many forked workers
     (they run C code only, no torch, so the parent's thread pools do not matter)."""
-    if len(tasks) == 1 or workers == 1:
+    if len(tasks) <= 1 or workers == 1:   # (none: a rank with no game this iteration)
         return [_play_task(task) for task in tasks]
     with worker_pool(min(workers, len(tasks))) as pool:
         return pool.map(_play_task, tasks)

@@ -1,11 +1,13 @@
 """One training run over several processes, its ranks, through torch.distributed (gloo, over TCP).
 
 Launch.  `connect` finds the ranks in the environment, as torch's own launchers set it: RANK,
-WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun, or any launcher that sets them), else SLURM's
-SLURM_PROCID and SLURM_STEP_NUM_TASKS (or SLURM_NTASKS) of an srun step, the master address then
-MASTER_ADDR or the first node of the step's node list, the port MASTER_PORT or one derived from
-the job ID.  A run whose `ranks` setting is above 1 started without a launcher starts its other
-ranks itself, on this machine (ranks_here).  One process without a launcher uses none of this.
+WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun, or any launcher that sets them), else the
+SLURM_PROCID and SLURM_STEP_NUM_TASKS of an srun step's task, the master address then MASTER_ADDR
+or the first node of the step's node list, the port MASTER_PORT or one derived from the job ID.
+A run whose `ranks` setting is above 1 started without a launcher starts its ranks itself: as
+one srun step from a SLURM job's own process whose allocation has the tasks (start_with_srun),
+else on this machine, this process being rank 0 (ranks_here).  One process without a launcher
+uses none of this.  Documented in docs/distributed.md.
 
 Checks, before any game: the launcher's number of processes equals the run's `ranks`; every rank
 reaches the others within GCPIPE_CONNECT_TIMEOUT seconds (default 120); every rank has the same
@@ -179,13 +181,20 @@ class Ranks:
         return records
 
     def orders(self):
-        """Another rank's messages from the learner until it says the run is over (None)."""
+        """Another rank's messages from the learner until it says the run is over (None), which
+        this rank acknowledges once it has stopped watching the learner (whose exit is then no fault)."""
         while (message := self._receive(0)) is not None:
             yield message
+        self._closed = True
+        self._send("done", 0)
 
     def finish(self) -> None:
-        """The learner tells the other ranks that the run is over; they return from `orders`."""
+        """The learner tells the other ranks that the run is over and waits until each has
+        acknowledged; they return from `orders`."""
         self.deal(None)
+        for peer in range(1, self.size):
+            self._receive(peer)
+        self._closed = True
 
     # The exchanges: a length, then the pickled bytes.
     def _send(self, message, peer: int) -> None:
@@ -281,8 +290,12 @@ def exit_words(status: int) -> str:
     return f"exited with status {status}"
 
 
-def stop_children(children: dict) -> None:
+def stop_children(children: dict, patience: float = 0.0) -> None:
+    """Ends the ranks this process started: at once, or after `patience` seconds to end by themselves."""
+    deadline = time.monotonic() + patience
     for child in children.values():
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(max(0.0, deadline - time.monotonic()))
         if child.poll() is None:
             child.kill()
     for child in children.values():
@@ -335,9 +348,9 @@ def connect(run: str, setting: int, agreed: dict, child_arguments=None, environ=
         if ranks.learner:
             ranks.finish()
     finally:
+        stop_children(children, patience=30.0 if ranks is not None and ranks._closed else 0.0)
         if ranks is not None:
             ranks.close()
-        stop_children(children)
 
 
 def _store(launch: Launch, timeout: float, environ):

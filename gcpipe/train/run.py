@@ -103,8 +103,11 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
                           "init_sha256": init_checkpoint.sha256 if init_checkpoint else None,
                           **({"teacher_sha256": {side: teacher.sha256 for side, teacher in zip(SIDE_NAMES, teachers)}}
                              if teachers else {})}}
+    # What every rank must share (a GPU learner's device may differ from the players'; the games
+    # run on the CPU in C wherever they are).
+    shared = {**record, "derived": {key: value for key, value in record["derived"].items() if key != "device"}}
     agreed = {"gcpipe version": gcpipe.__version__, "engine build": engine_digest(),
-              "run record (resolved settings, init and teacher checkpoints)": digest(record)}
+              "run record (resolved settings, init and teacher checkpoints)": digest(shared)}
     with connect(run, config.ranks, agreed, arguments) as ranks:
         if not ranks.learner:
             trainer = _trainer(config, init_checkpoint, teachers, ranks, workers)
