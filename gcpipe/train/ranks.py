@@ -243,8 +243,7 @@ class Ranks:
                 return f"stopped ({exit_words(child.returncode)})"
         if error is None:
             return f"has not answered for {self.silence:g} s"
-        detail = " ".join(str(error).split())
-        return f"stopped or cannot be reached ({detail[:160]})"
+        return f"stopped or cannot be reached ({_detail(error)})"
 
     def _heartbeats(self) -> None:
         """Adds to this rank's counter every BEAT_SECONDS; watches the others' (rank 0 every rank,
@@ -280,6 +279,12 @@ class Ranks:
         self._closed = True
         with contextlib.suppress(Exception):
             dist.destroy_process_group()
+
+
+def _detail(error: Exception) -> str:
+    """The first sentence of a torch or gloo error, without its source location."""
+    text = re.sub(r"\[[^\]]*\.(?:cc|cpp|h|hpp):\d+\]\s*", "", " ".join(str(error).split()))
+    return text.split(". ")[0].rstrip(".")[:160]
 
 
 def exit_words(status: int) -> str:
@@ -366,7 +371,7 @@ def _store(launch: Launch, timeout: float, environ):
         what = (f"cannot serve the rendezvous on port {launch.port} of {launch.address}" if serve else
                 f"cannot reach the master at {launch.address}:{launch.port} within {timeout:g} s")
         raise UserError(f"rank {launch.rank} of {launch.size} ({launch.launcher}): {what} "
-                        f"({' '.join(str(error).split())[:160]})") from None
+                        f"({_detail(error)})") from None
     if launch.agent_store:
         store = dist.PrefixStore(f"/worker/attempt_{environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
     return store
@@ -385,7 +390,7 @@ def _meet(launch: Launch, store, timeout: float, agreed: dict) -> list[tuple[str
     except RuntimeError as error:
         raise UserError(f"rank {launch.rank} of {launch.size} ({launch.launcher}): the ranks did not all meet "
                         f"within {timeout:g} s at {launch.address}:{store.port if hasattr(store, 'port') else '?'} "
-                        f"({' '.join(str(error).split())[:160]})") from None
+                        f"({_detail(error)})") from None
     peers = [(host, pid) for host, pid, _ in everyone]
     for rank, (host, pid, theirs) in enumerate(everyone):
         differ = [what for what in agreed if theirs.get(what) != agreed[what]]
@@ -413,14 +418,12 @@ def _quiet_stderr():
 
 def ranks_here(launch: Launch, arguments: dict, environ) -> dict:
     """Starts ranks 1..size-1 of a run on this machine (`python -m gcpipe.train.ranks`, train's
-    arguments in GCPIPE_RANK_ARGUMENTS); they stop when this process does (GCPIPE_LAUNCHER)."""
-    from gcpipe.lifetime import LAUNCHER_ENV, launcher_token
-
+    arguments in GCPIPE_RANK_ARGUMENTS).  They stop when this process, rank 0, does: its
+    connections close, or its heartbeats stop (GCPIPE_LAUNCHER still names whatever started it)."""
     children = {}
     for rank in range(1, launch.size):
         env = {**environ, "RANK": str(rank), "WORLD_SIZE": str(launch.size), "MASTER_ADDR": launch.address,
-               "MASTER_PORT": str(launch.port), "GCPIPE_RANKS_LAUNCHER": "gcpipe", LAUNCHER_ENV: launcher_token(),
-               ARGUMENTS_ENV: _encode(arguments)}
+               "MASTER_PORT": str(launch.port), "GCPIPE_RANKS_LAUNCHER": "gcpipe", ARGUMENTS_ENV: _encode(arguments)}
         children[rank] = subprocess.Popen([sys.executable, "-m", "gcpipe.train.ranks"], env=env)
     return children
 
