@@ -32,7 +32,8 @@ ARRANGEMENTS = [(1, 1), (2, 1), (1, 2)]   # (ranks, game workers per rank)
 
 def run_once(ranks: int, workers: int, settings: dict, folder: Path) -> dict:
     config = folder / "config.yaml"
-    config.write_text(yaml.safe_dump({"players": {"g": {"kind": "greedy"}}, "runs": {"b": {**settings, "ranks": ranks}}}))
+    runs = {"b": {**settings, "ranks": ranks}}
+    config.write_text(yaml.safe_dump({"players": {"g": {"kind": "greedy"}}, "runs": runs}))
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "gcpipe", "train", "b", "--config", str(config), "--out", str(folder / "run"),
                     "--threads", str(ranks * workers)], check=True, capture_output=True)

@@ -189,7 +189,8 @@ def test_ranks_are_neither_recorded_nor_a_result_setting(tmp_path):
 @pytest.mark.parametrize("environ, launch", [
     ({}, None),
     ({"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_ID": "7"}, None),
-    ({"RANK": "1", "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "29500", "TORCHELASTIC_USE_AGENT_STORE": "True"},
+    ({"RANK": "1", "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "29500",
+      "TORCHELASTIC_USE_AGENT_STORE": "True"},
      Launch(1, 4, "h", 29500, "torchrun", True)),
     ({"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_NTASKS": "8", "SLURM_JOB_ID": "123457",
       "SLURM_STEP_NODELIST": "cn[007-008,012],gpu1", "SLURM_JOB_NODELIST": "other"},

@@ -271,7 +271,9 @@ class Ranks:
         print_stderr(f"gcpipe: error: {self.name(peer)} {self._fate(peer, error)}; stopping the run (the saved "
                      f"state is kept: a rerun continues from it)")
         stop_children(self.children)
-        os._exit(2)   # as a UserError would; the main thread may be deep in C or in an exchange; the run's files are written whole
+        # Status 2, as a UserError's.  An exit, not an exception: the main thread may be deep in C or in
+        # an exchange; the run's files are written whole.
+        os._exit(2)
 
     def close(self) -> None:
         import torch.distributed as dist

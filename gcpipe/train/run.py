@@ -106,8 +106,9 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
     # What every rank must share (a GPU learner's device may differ from the players'; the games
     # run on the CPU in C wherever they are).
     shared = {**record, "derived": {key: value for key, value in record["derived"].items() if key != "device"}}
-    agreed = {"gcpipe version": gcpipe.__version__, "engine build": engine_digest(),
-              "run record (resolved settings, init and teacher checkpoints)": digest(shared)}
+    agreed = {} if config.ranks == 1 else {
+        "gcpipe version": gcpipe.__version__, "engine build": engine_digest(),
+        "run record (resolved settings, init and teacher checkpoints)": digest(shared)}
     with connect(run, config.ranks, agreed, arguments) as ranks:
         if not ranks.learner:
             trainer = _trainer(config, init_checkpoint, teachers, ranks, workers)
