@@ -29,7 +29,8 @@ from gcpipe.match.viewer import VIEW_FILES
 from gcpipe.players import roster_positions
 from gcpipe.schema import NAME_PATTERN
 from gcpipe.train.config import result_settings
-from gcpipe.workflow import check_pipeline, check_results_folder, checkpoint_of, match_plan, prepare_results, resolved_config, shards
+from gcpipe.workflow import (check_pipeline, check_results_folder, checkpoint_of, match_plan, prepare_results,
+                             resolved_config, shards, train_mpi, train_tasks, train_threads)
 
 
 # The default config sits beside this Snakefile (so `--directory` can put results/ anywhere).
@@ -217,11 +218,14 @@ rule train:
         str(LOGS / "train" / "{run}.log"),
     benchmark:
         str(BENCHMARKS / "train" / "{run}.tsv")
-    threads: 2
+    threads: lambda wildcards: train_threads(config["runs"][wildcards.run])
     resources:
         cpus=lambda wildcards, threads: min(threads, LOCAL_CPUS),
         mem_mb=8000,
         runtime=240,
+        # A run of several ranks: one SLURM job of that many tasks (absent for one rank).
+        tasks=lambda wildcards: train_tasks(config["runs"][wildcards.run]),
+        mpi=lambda wildcards: train_mpi(config["runs"][wildcards.run]),
     shell:
         "gcpipe train {wildcards.run} --config $GCPIPE_RESOLVED_CONFIG --out {params.folder} --threads {threads} > {log} 2>&1"
 

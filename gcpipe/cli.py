@@ -137,7 +137,9 @@ def train(run: str = typer.Argument(..., help="The run's name under `runs:` in t
     from gcpipe.train.run import train as run_training
 
     folder = run_training(run, run_config(config, run), out, restart=restart, threads=threads, init=init)
-    typer.echo(f"{run}: {folder / 'final.bin'}" if (folder / "final.bin").exists() else f"{run}: stopped, state in {folder}")
+    if folder is not None:   # None: a rank other than the learner, which writes nothing
+        typer.echo(f"{run}: {folder / 'final.bin'}" if (folder / "final.bin").exists() else
+                   f"{run}: stopped, state in {folder}")
 
 
 @app.command()

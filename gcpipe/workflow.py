@@ -35,6 +35,29 @@ class Cell:
         return f"{self.guerrilla}__{self.coin}"
 
 
+# Threads a training job books per rank of its run: locally `gcpipe train --threads` shares them
+# out among the ranks it starts; under SLURM (the profile's set-threads) they are each task's CPUs.
+TRAIN_THREADS_PER_RANK = 2
+
+
+def train_threads(settings: dict) -> int:
+    """The threads of a run's training job: TRAIN_THREADS_PER_RANK for each of its `ranks`."""
+    return TRAIN_THREADS_PER_RANK * settings.get("ranks", 1)
+
+
+def train_tasks(settings: dict) -> int | None:
+    """The SLURM tasks of a run's training job: its `ranks`, started by srun from the job's own
+    process (gcpipe/train/ranks.py); None (no such resource, as for every other job) for one."""
+    ranks = settings.get("ranks", 1)
+    return ranks if ranks > 1 else None
+
+
+def train_mpi(settings: dict) -> str | None:
+    """The SLURM executor's `mpi` resource of a run's training job: set for a run of several ranks,
+    so the job's command runs in its batch script (which may call srun), not inside `srun -n1`."""
+    return "srun" if settings.get("ranks", 1) > 1 else None
+
+
 def match_plan(config: dict) -> list[Cell]:
     """Every field player as Guerrilla against every field player as COIN, in field order, each
     with the configured games, capped by `max_games_with` for the players involved."""

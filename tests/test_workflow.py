@@ -76,7 +76,9 @@ def test_run_settings_are_filled_in_as_the_trainer_reads_them():
     from gcpipe.train.config import TrainConfig, make_config
 
     config = validate_config(small_config(runs={"r": {"seed": 3}}))
-    assert list(config["runs"]["r"]) == ["seed"] + [f.name for f in dataclasses.fields(TrainConfig) if f.name != "seed"]
+    # `ranks` has no default: absent, a run is one process, and existing configs resolve to the same text.
+    assert list(config["runs"]["r"]) == ["seed"] + [f.name for f in dataclasses.fields(TrainConfig)
+                                                    if f.name not in ("seed", "ranks")]
     assert (config["runs"]["r"]["seed"], config["runs"]["r"]["horizon"], config["runs"]["r"]["side"]) == (3, 64, "random")
     assert make_config(config["runs"]["r"]) == make_config({"seed": 3})
 
@@ -542,6 +544,21 @@ def test_a_distilled_run_waits_for_its_teachers(tmp_path):
               for block in result.stdout.split("rule train:")[1:]}
     assert inputs["results/runs/d/final.bin"] == \
         "results/engine/build.json, results/runs/c/final.bin, results/runs/g/final.bin"
+
+
+@needs_snakemake
+def test_a_run_of_several_ranks_books_their_threads_and_slurm_tasks(tmp_path):
+    """ranks 3: 2 threads per rank, and the SLURM executor's tasks and mpi resources (the job's
+    gcpipe starts the ranks with srun); a run of one rank books what it always did."""
+    config = tmp_path / "ranks.yaml"
+    config.write_text("players:\n  p: {kind: net, run: p}\n  e: {kind: net, run: e}\n"
+                      "runs:\n  p: {}\n  e: {algorithm: expert, ranks: 3}\nmatches: {games: 2}\n")
+    result = snakemake("-n", "--cores", "8", "elo_table", "--configfile", str(config), workdir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    jobs = {block.split("output: ")[1].split()[0]: block for block in result.stdout.split("rule train:")[1:]}
+    three, one = jobs["results/runs/e/final.bin"], jobs["results/runs/p/final.bin"]
+    assert "threads: 6\n" in three and "tasks=3, mpi=srun," in three
+    assert "threads: 2\n" in one and "tasks=" not in one and "mpi=" not in one
 
 
 @needs_snakemake

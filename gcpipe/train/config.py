@@ -124,6 +124,10 @@ class TrainConfig:
     rollout_net: str  # auto | torch | c: PPO's rollout network step (gcpipe/train/rollout_net.py)
     update_precision: str  # float32 | bfloat16: operands of PPO's update products (train/matmul.py)
     max_epochs: int  # stop (without final.bin) after this many epochs; 0 = no limit
+    # Processes that play the self-play games (gcpipe/train/ranks.py); how, not what: absent from
+    # config.json and from the settings a run's weights depend on.  Last: the schema has no default
+    # for it, so existing configs resolve to the same text.
+    ranks: int = 1
 
     @property
     def num_slots(self) -> int:
@@ -183,7 +187,9 @@ class TrainConfig:
         return self.reward_shaping, self.reward_shaping
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The settings a run records (config.json): all but `ranks`, which says how many processes
+        play the games, as the thread count does, and not what the run is."""
+        return {key: value for key, value in dataclasses.asdict(self).items() if key != "ranks"}
 
 
 # Settings that cannot change a run's weights (checkpoints, final.bin): evaluation plays its own
@@ -194,7 +200,9 @@ class TrainConfig:
 # `device`, like the thread count, says where the sums run rather than what the run is: a finished
 # run is not retrained on another device, and a stopped one continues only on the device it was
 # saved on (gcpipe/train/run.py starts it over elsewhere, saying so).
-RESULT_NEUTRAL_SETTINGS = ("eval_interval", "eval_games", "max_epochs", "device")
+# `ranks` spreads the same games over more processes (expert iteration and distillation; PPO
+# refuses it).
+RESULT_NEUTRAL_SETTINGS = ("eval_interval", "eval_games", "max_epochs", "device", "ranks")
 
 
 def result_settings(settings: dict) -> dict:
@@ -269,6 +277,9 @@ def _check_across(config: TrainConfig, where: str) -> None:
             raise UserError(f"{where}: 'replay_games' ({config.replay_games}) must be at least 'selfplay_games' "
                             f"({config.selfplay_games}): each update trains on the newest games")
         return   # the rest are PPO's settings
+    if config.ranks > 1:
+        raise UserError(f"{where}: 'ranks' ({config.ranks}) spreads the self-play games of algorithm expert or "
+                        f"distill over processes; PPO trains in one process, so leave it out (or 1)")
     if config.minibatch_size % config.horizon:
         raise UserError(f"{where}: 'minibatch_size' ({config.minibatch_size}) must be a multiple of "
                         f"'horizon' ({config.horizon}): minibatches are whole segments")

@@ -31,7 +31,7 @@ import numpy as np
 from gcpipe._engine import ffi, lib
 from gcpipe.engine import COIN, GUERRILLA, NUM_ACTIONS, SIDE_NAMES, GameBatch
 from gcpipe.nn.checkpoint import Checkpoint
-from gcpipe.nn.inference import CompiledNet, net_arrays
+from gcpipe.nn.inference import CompiledNet
 from gcpipe.nn.player import NetworkPlayer
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.search.player import SearchPlayer
@@ -136,21 +136,22 @@ class Distillation(ExpertIteration):
     """Expert iteration's trainer (update, log, saved state) with the two teachers as the expert."""
 
     def __init__(self, config: TrainConfig, teachers: tuple[Checkpoint, Checkpoint],
-                 init: MinGRUPolicy | None = None, workers: int = 1):
-        super().__init__(config, init, workers)
+                 init: MinGRUPolicy | None = None, workers: int = 1, ranks=None):
+        super().__init__(config, init, workers, ranks)
         self.teachers = tuple((teacher.net, teacher.full_turn,
                                self.settings if config.teacher_search[side] else None)
                               for teacher, side in zip(teachers, SIDE_NAMES))
 
-    def play(self, seeds: np.ndarray, sides: np.ndarray) -> list[GameRecord]:
-        """The iteration's games in seed order: the student plays in an evenly spread
-        distill_student_fraction of them (game j when floor((j + 1) f) > floor(j f)), the teachers in the rest."""
+    def play(self, seeds: np.ndarray, sides: np.ndarray, weights: dict[str, np.ndarray],
+             games: np.ndarray) -> list[GameRecord | None]:
+        """The iteration's games `games` in seed order (None in the places of the others): the
+        student (`weights`) plays in an evenly spread distill_student_fraction of the iteration's
+        games (game j when floor((j + 1) f) > floor(j f)), the teachers in the rest."""
         n, fraction = len(seeds), self.config.distill_student_fraction
         by_student = np.floor(np.arange(1, n + 1) * fraction) > np.floor(np.arange(n) * fraction)
-        student = net_arrays(self.policy)
         tasks, parts = [], []
-        for plays, arguments in ((False, (self.teachers,)), (True, (self.teachers, student))):
-            for part in deal(np.flatnonzero(by_student == plays), self.workers):
+        for plays, arguments in ((False, (self.teachers,)), (True, (self.teachers, weights))):
+            for part in deal(games[by_student[games] == plays], self.workers):
                 tasks.append((TeacherExpert, arguments, seeds[part], sides[part], self.opponents))
                 parts.append(part)
         return in_seed_order(parts, play_tasks(tasks, self.workers), n)

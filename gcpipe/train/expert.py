@@ -3,8 +3,9 @@ read top to bottom: self-play games whose moves a cheap Gumbel search with the c
 chooses, then the network trained toward what the search found.
 
 Self-play.  Each iteration plays `selfplay_games` complete games from the start position, game j
-seeded from (seed, iteration, j), spread over worker processes (a game is a pure function of its
-seed and the weights, so the data do not depend on the worker count).  One recurrent state per
+seeded from (seed, iteration, j), spread over the run's ranks (gcpipe/train/ranks.py: game j to rank
+j mod ranks; rank 0 gathers them in seed order) and over each rank's worker processes (a game is a
+pure function of its seed and the weights, so the data depend on neither count).  One recurrent state per
 game steps on every ply (standard 5c: both sides are the same net seeing the same observations).
 In `bot_fraction` of the games the search plays one side (alternating; with a fraction per side,
 the side the bot does not play) against the `opponent` bot of the other side; the net still steps on the bot's plies.  No legal game exceeds GC_MAX_GAME_PLIES plies.
@@ -33,6 +34,7 @@ with Muon and the run's cosine learning rate.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +52,7 @@ from gcpipe.search.player import SearchPlayer
 from gcpipe.search.settings import SearchSettings, make_settings
 from gcpipe.train.config import TrainConfig, torch_device
 from gcpipe.train.muon import Muon
+from gcpipe.train.ranks import Alone
 from gcpipe.train.ppo import cosine_lr, make_policy
 from gcpipe.train.sequence import forward_segments
 
@@ -77,6 +80,14 @@ class GameRecord:
     @property
     def plies(self) -> int:
         return len(self.obs)
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickling (a game played by another rank, a saved state read back) gives each record
+        field names and array dtypes objects of their own; the shared ones (interned names, numpy's
+        dtypes) make the games pickle to the same bytes (in state.pt) wherever they were played and
+        however often they were saved and read."""
+        self.__dict__.update({sys.intern(key): value.view(np.dtype(value.dtype.str)) if isinstance(value, np.ndarray)
+                              else value for key, value in state.items()})
 
 
 def game_seed(seed: int, iteration: int, game: int) -> int:
@@ -212,7 +223,7 @@ def play_tasks(tasks: list[tuple], workers: int) -> list[list[GameRecord]]:
     """Each task's games: task = (make_expert, its arguments, seeds, search_sides, opponents), the
     expert built where the games are played.  With several tasks, on that many forked workers
     (they run C code only, no torch, so the parent's thread pools do not matter)."""
-    if len(tasks) == 1 or workers == 1:
+    if len(tasks) <= 1 or workers == 1:   # (none: a rank with no game this iteration)
         return [_play_task(task) for task in tasks]
     with worker_pool(min(workers, len(tasks))) as pool:
         return pool.map(_play_task, tasks)
@@ -303,8 +314,9 @@ class ExpertIteration:
     """The network, its optimiser, the replay window of games and the iteration counters; the
     same driving interface as PPO (collect, update, pop_log, state_dict) for gcpipe.train.run."""
 
-    def __init__(self, config: TrainConfig, init: MinGRUPolicy | None = None, workers: int = 1):
+    def __init__(self, config: TrainConfig, init: MinGRUPolicy | None = None, workers: int = 1, ranks=None):
         self.config = c = config
+        self.ranks = ranks if ranks is not None else Alone()   # rank 0, the learner, trains; all play
         self.device = torch_device(c)    # the update's; the self-play search runs in C on the CPU
         self.generator = torch.Generator().manual_seed(c.seed)
         self.policy = make_policy(c, self.generator).to(self.device)
@@ -326,16 +338,12 @@ class ExpertIteration:
         self._log: dict[str, float] = {}
 
     def collect(self) -> None:
-        """Plays one iteration's games with the current weights and adds them to the window."""
+        """Plays one iteration's games with the current weights (with the other ranks, which the
+        learner tells what to play and whose games it gathers) and adds them to the window."""
         c = self.config
-        n = c.selfplay_games
-        seeds = np.array([game_seed(c.seed, self.epoch, j) for j in range(n)], np.uint32)
-        bot_as_guerrilla, bot_as_coin = c.bot_games(n)
-        bot_games = bot_as_guerrilla + bot_as_coin
-        sides = np.full(n, NO_SIDE, np.int64)     # the side the search plays against the bot
-        sides[n - bot_games:] = (np.repeat([COIN, GUERRILLA], [bot_as_guerrilla, bot_as_coin]) if c.bot_per_side
-                                 else np.where(np.arange(bot_games) % 2 == 0, GUERRILLA, COIN))
-        new = self.play(seeds, sides)
+        weights = net_arrays(self.policy)
+        self.ranks.deal((self.epoch, weights))
+        new = self.ranks.gather(self.play_share(self.epoch, weights))
         if c.expert_target_temperature != 1.0:
             for game in new:
                 game.targets = sharpen(game.targets, c.expert_target_temperature)
@@ -344,11 +352,31 @@ class ExpertIteration:
         self.global_step += plies
         self._log = _selfplay_log(new)
 
-    def play(self, seeds: np.ndarray, sides: np.ndarray) -> list[GameRecord]:
-        """The iteration's games (in seed order), the search with the current weights as the expert."""
-        arrays = net_arrays(self.policy)
-        parts = deal(np.arange(len(seeds)), self.workers)
-        tasks = [(search_expert, (arrays, self.settings), seeds[part], sides[part], self.opponents) for part in parts]
+    def follow(self) -> None:
+        """A rank other than the learner: plays its share of each iteration the learner deals
+        and sends the games back, until the learner says the run is over."""
+        for epoch, weights in self.ranks.orders():
+            self.ranks.gather(self.play_share(epoch, weights))
+
+    def play_share(self, epoch: int, weights: dict[str, np.ndarray]) -> list[GameRecord | None]:
+        """This rank's games of iteration `epoch` with the network `weights` (net_arrays), in
+        seed order, None in the places of the other ranks' games."""
+        c = self.config
+        n = c.selfplay_games
+        seeds = np.array([game_seed(c.seed, epoch, j) for j in range(n)], np.uint32)
+        bot_as_guerrilla, bot_as_coin = c.bot_games(n)
+        bot_games = bot_as_guerrilla + bot_as_coin
+        sides = np.full(n, NO_SIDE, np.int64)     # the side the search plays against the bot
+        sides[n - bot_games:] = (np.repeat([COIN, GUERRILLA], [bot_as_guerrilla, bot_as_coin]) if c.bot_per_side
+                                 else np.where(np.arange(bot_games) % 2 == 0, GUERRILLA, COIN))
+        return self.play(seeds, sides, weights, self.ranks.mine(np.arange(n)))
+
+    def play(self, seeds: np.ndarray, sides: np.ndarray, weights: dict[str, np.ndarray],
+             games: np.ndarray) -> list[GameRecord | None]:
+        """The iteration's games `games` (indices into seeds) in seed order, the search with the
+        network `weights` as the expert; None in the places of the others."""
+        parts = deal(games, self.workers)
+        tasks = [(search_expert, (weights, self.settings), seeds[part], sides[part], self.opponents) for part in parts]
         return in_seed_order(parts, play_tasks(tasks, self.workers), len(seeds))
 
     def update(self) -> dict[str, float]:

@@ -28,6 +28,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import shutil
 import time
 import warnings
@@ -35,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+import gcpipe
 from gcpipe import paths
 from gcpipe.engine import COIN, GUERRILLA, SIDE_NAMES
 from gcpipe.engine.vecenv import LOG_FIELDS
@@ -49,6 +51,7 @@ from gcpipe.train.config import TrainConfig, result_settings, run_schema, torch_
 from gcpipe.train.evaluate import win_rate
 from gcpipe.train.expert import LOG_FIELDS as EXPERT_LOG_FIELDS
 from gcpipe.train.ppo import PPO
+from gcpipe.train.ranks import connect, digest, engine_digest, launch_from, srun_allocation, start_with_srun
 
 STATE_FILE = "state.pt"
 PREVIOUS_STATE_FILE = "state.prev.pt"
@@ -63,14 +66,26 @@ def checkpoint_name(global_step: int) -> str:
 
 
 def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False, threads: int | None = None,
-          echo=None, init=None) -> Path:
+          echo=None, init=None) -> Path | None:
     """Trains `run` into `out_dir` (default results/runs/RUN) and returns the directory.  A no-op when
     final.bin exists for the same config, unless `restart`.  `init` (a checkpoint path) overrides
     the config's init_run.  `echo(line)` receives the messages and progress lines (default:
-    stderr, with a progress bar on a terminal)."""
+    stderr, with a progress bar on a terminal).  With `ranks` above 1 (gcpipe/train/ranks.py) the
+    learner, rank 0, does all this; another rank plays the games it is dealt and returns None.
+    `threads` are each rank's torch threads and game workers, except where this process starts
+    the run's other ranks itself: then each rank plays with threads / ranks workers, and the
+    learner updates with all `threads` (the others wait meanwhile), as one process would."""
     out = Path(out_dir) if out_dir is not None else paths.run_dir(run)
+    arguments = {"run": run, "config": config, "out_dir": out_dir, "restart": restart, "threads": threads,
+                 "init": init}
     if threads is not None:
         set_threads(threads)
+    workers = torch.get_num_threads()
+    if config.ranks > 1 and launch_from(os.environ) is None:   # this process starts the ranks
+        if srun_allocation(os.environ, config.ranks):
+            start_with_srun(run, arguments, config.ranks, os.environ)
+            return out
+        workers = arguments["threads"] = max(1, workers // config.ranks)
     say = echo or print_stderr
     keep_freed_blocks()
     device = torch_device(config, where=f"run {run}")
@@ -88,6 +103,28 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
                           "init_sha256": init_checkpoint.sha256 if init_checkpoint else None,
                           **({"teacher_sha256": {side: teacher.sha256 for side, teacher in zip(SIDE_NAMES, teachers)}}
                              if teachers else {})}}
+    # What every rank must share (a GPU learner's device may differ from the players'; the games
+    # run on the CPU in C wherever they are).
+    shared = {**record, "derived": {key: value for key, value in record["derived"].items() if key != "device"}}
+    agreed = {} if config.ranks == 1 else {
+        "gcpipe version": gcpipe.__version__, "engine build": engine_digest(),
+        "run record (resolved settings, init and teacher checkpoints)": digest(shared)}
+    with connect(run, config.ranks, agreed, arguments) as ranks:
+        if not ranks.learner:
+            trainer = _trainer(config, init_checkpoint, teachers, ranks, workers)
+            try:
+                trainer.follow()
+            finally:
+                trainer.close()
+            return None
+        return _learn(run, config, out, record, init_checkpoint, teachers, ranks, workers, restart, say,
+                      echo)
+
+
+def _learn(run: str, config: TrainConfig, out: Path, record: dict, init_checkpoint, teachers, ranks, workers: int,
+           restart: bool, say, echo) -> Path:
+    """The learner's part of train: the run folder, under its lock."""
+    device = torch_device(config, where=f"run {run}")
     with locked_folder(out, "run folder"):
         for folder in (out, out / "checkpoints"):
             remove_stale_temps(folder)
@@ -116,7 +153,7 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
             say(f"{run}: the run in {out} was saved on {saved_on} and continues only there; starting over on "
                 f"{device.type}, which discards {_describe(_saved_files(out))}")
             resume = False
-        trainer = _trainer(config, init_checkpoint, teachers)
+        trainer = _trainer(config, init_checkpoint, teachers, ranks, workers)
         try:
             elapsed_before = _open_run(run, out, trainer, resume=resume, say=say)
             atomic_write_json(out / "config.json", record)
@@ -138,18 +175,19 @@ def _teacher(run: str, config: TrainConfig, side: str) -> checkpoint.Checkpoint:
     return teacher
 
 
-def _trainer(config: TrainConfig, init: checkpoint.Checkpoint | None, teachers: tuple | None):
+def _trainer(config: TrainConfig, init: checkpoint.Checkpoint | None, teachers: tuple | None, ranks, workers: int):
     """PPO, expert iteration or distillation (from `teachers`, the Guerrilla's and the COIN's),
-    starting from `init`'s weights when given."""
+    starting from `init`'s weights when given; `ranks` (gcpipe/train/ranks.py) play the games,
+    each with `workers` processes."""
     model = None if init is None else init.model
     if config.algorithm == "expert":
         from gcpipe.train.expert import ExpertIteration
 
-        return ExpertIteration(config, model, workers=torch.get_num_threads())
+        return ExpertIteration(config, model, workers=workers, ranks=ranks)
     if config.algorithm == "distill":
         from gcpipe.train.distill import Distillation
 
-        return Distillation(config, teachers, model, workers=torch.get_num_threads())
+        return Distillation(config, teachers, model, workers=workers, ranks=ranks)
     return PPO(config, model)
 
 
@@ -390,7 +428,7 @@ def _read_json(path: Path) -> dict | None:
 def _comparable(record: dict) -> dict:
     """What a run's weights depend on.  A setting missing from an older record (one added since)
     counts as its default, which is what that version trained with."""
-    defaults = {key: spec["default"] for key, spec in run_schema()["properties"].items()}
+    defaults = {key: spec["default"] for key, spec in run_schema()["properties"].items() if "default" in spec}
     return {"run": record.get("run"), "config": result_settings({**defaults, **record.get("config", {})}),
             "init": record.get("derived", {}).get("init_sha256"),
             "teachers": record.get("derived", {}).get("teacher_sha256")}
