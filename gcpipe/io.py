@@ -275,6 +275,27 @@ def lock_or_refuse(fd: int, path, what: str) -> None:
                         f"(two writers would mix their results)") from None
 
 
+def refuse_while_written(path, what: str) -> None:
+    """A UserError naming the writer when a writer holds the lock of the file `path` (its contents
+    are not final: a reader would take a part for the whole).  Tested with a shared lock that is
+    released at once, so a reader never blocks or refuses a writer; a writer that starts after
+    the test adds lines that the reader may or may not see.  A file that cannot be opened passes
+    (the reader's own open says why)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _lock_holder(path)
+        by = f"process {holder}" if holder else "another process"
+        raise UserError(f"{what} {path} is being written by {by}; wait for it to finish (its games are not all "
+                        f"played yet)") from None
+    finally:
+        os.close(fd)
+
+
 def open_locked_file(path, what: str):
     """`path` opened for appending (created, with its folder, if needed) and locked (lock_or_refuse):
     the file there once the lock is held, since a writer that replaces the file whole (`merge`) may
