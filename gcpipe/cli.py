@@ -1,6 +1,7 @@
 """The `gcpipe` command line: each subcommand parses its arguments, calls one library function and
 prints its result (the text formats of match results are here)."""
 import errno
+import signal
 from pathlib import Path
 
 import typer
@@ -25,6 +26,8 @@ class _UserErrorsAsOneLine(TyperGroup):
 
     def invoke(self, ctx):
         try:
+            # From here on an interrupt is this line; before, gcpipe/__main__.py held it pending.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             return super().invoke(ctx)
         except UserError as error:
             print_stderr(f"gcpipe: error: {error}")

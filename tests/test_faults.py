@@ -21,7 +21,7 @@ from gcpipe.match.ledger import LedgerWriter, merge_shards, read_ledger
 from gcpipe.train.config import make_config
 from gcpipe.train.run import PREVIOUS_STATE_FILE, STATE_FILE, train
 
-from processes import children
+from processes import children, default_signals
 
 GCPIPE = str(Path(sys.executable).parent / "gcpipe")
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
@@ -868,7 +868,8 @@ def test_ctrl_c_reaches_only_the_parent_of_worker_processes(tmp_path):
     assert signal.getsignal(signal.SIGINT) is before and signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()
     match = subprocess.Popen([GCPIPE, "match", "mcts:100", "greedy", "--games", "3000", "--workers", "2",
                               "--out", tmp_path / "m.jsonl", "--quiet"], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True, env=_env())
+                             stderr=subprocess.PIPE, text=True, start_new_session=True, env=_env(),
+                             preexec_fn=default_signals)   # (a background test run ignores SIGINT)
     wait_for(lambda: lines_of(tmp_path / "m.jsonl") >= 1, what="the first game")
     os.killpg(match.pid, signal.SIGINT)
     try:
@@ -963,6 +964,31 @@ def test_the_worker_pool_returns_results_in_order_and_raises_what_a_worker_met()
             pool.map(_fail, [1, 2])
 
 
+@pytest.mark.parametrize("module, owner, name, argv", [
+    ("typer.core", "TyperGroup", "make_context", ["config", "config/smoke.yaml"]),   # 130 and no word
+    ("typer.main", None, "get_command", ["config", "config/smoke.yaml"]),            # a typer traceback
+    ("typer.core", "TyperGroup", "make_context", ["--help"]),                        # no command starts
+    ("gcpipe.torch_env", None, "before_torch", ["config", "config/smoke.yaml"]),     # the CLI's modules load
+])
+def test_ctrl_c_while_the_command_starts_is_one_line(module, owner, name, argv):
+    """A SIGINT delivered (for real, not raised) at each step of the start-up before the command's
+    own handling: typer building the command and parsing its arguments, the modules loading."""
+    target = f"importlib.import_module({module!r})" + (f".{owner}" if owner else "")
+    code = ("import importlib, os, signal, sys\n"
+            f"target = {target}\n"
+            f"real = getattr(target, {name!r})\n"
+            "def interrupted(*args, **kwargs):\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    return real(*args, **kwargs)\n"
+            f"setattr(target, {name!r}, interrupted)\n"
+            f"sys.argv = ['gcpipe', *{argv!r}]\n"
+            "from gcpipe.__main__ import main\n"
+            "main()")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env(),
+                            cwd=REPO, preexec_fn=default_signals)
+    assert (result.returncode, result.stderr) == (130, "gcpipe: interrupted\n")
+
+
 def test_ctrl_c_after_the_command_leaves_its_exit_status():
     """Python's teardown restores the default SIGINT action: a Ctrl-C there killed the finished
     command with no word (status -2), or printed a traceback from an exit handler."""
@@ -971,7 +997,8 @@ def test_ctrl_c_after_the_command_leaves_its_exit_status():
             f"sys.argv = ['gcpipe', 'config', {str(REPO / 'config/smoke.yaml')!r}]\n"
             "from gcpipe.__main__ import main\n"
             "main()")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env())
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env(),
+                            preexec_fn=default_signals)
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.startswith("players:")
 
