@@ -17,7 +17,7 @@ import pytest
 
 from gcpipe.config import load_config
 from gcpipe.errors import UserError
-from gcpipe.match.ledger import LedgerWriter, merge_shards, read_ledger
+from gcpipe.match.ledger import LedgerWriter, game_seed, merge_shards, read_ledger
 from gcpipe.train.config import make_config
 from gcpipe.train.run import PREVIOUS_STATE_FILE, STATE_FILE, train
 
@@ -1132,3 +1132,61 @@ def test_the_pipeline_does_not_retrain_for_evaluation_settings(tmp_path):
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout
     config.write_text(tiny_config_text(eval_interval=0, seed=7))
     assert "train" in snakemake("-n", target).stdout   # a setting that changes the weights does retrain
+
+
+def test_merge_and_elo_refuse_a_ledger_that_a_match_is_writing(tmp_path):
+    """merge printed "74 games from 2 shard(s)" over a shard still being played; elo too read it."""
+    shard = tmp_path / "r__g.jsonl"
+    assert run("match", "random", "greedy", "--games", 4, "--workers", 1, "--out", shard, "--quiet").returncode == 0
+    with LedgerWriter(shard):               # as a running match holds it
+        for args in (["merge", shard, "--out", tmp_path / "m.jsonl"], ["elo", shard, "--out", tmp_path / "elo"]):
+            refused = run(*args)
+            assert (refused.returncode, refused.stderr) == (2, (
+                f"gcpipe: error: ledger {shard} is being written by process {os.getpid()}; wait for it to finish "
+                "(its games are not all played yet)\n"))
+    assert not (tmp_path / "m.jsonl").exists() and not (tmp_path / "elo").exists()
+    assert run("merge", shard, "--out", tmp_path / "m.jsonl").returncode == 0   # once it is done
+
+
+def test_a_ledger_path_must_end_in_jsonl(tmp_path):
+    """--out s/x.txt and --out s/x.jsonl shared the summary s/x.json; --out newdir/ wrote a file newdir."""
+    for out in ("x.txt", "x", ".jsonl"):
+        one_line_error(run("match", "random", "greedy", "--games", 2, "--out", tmp_path / out),
+                       rf"^gcpipe: error: ledger {tmp_path / out} does not end in \.jsonl; name it so")
+    for command in (["match", "random", "greedy", "--games", 2], ["merge", tmp_path / "a.jsonl"]):
+        one_line_error(run(*command, "--out", f"{tmp_path}/newdir/"),
+                       rf"^gcpipe: error: --out {tmp_path}/newdir/ is a folder; give the ledger's file name")
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+def test_a_forged_game_in_a_ledger_is_not_counted(tmp_path):
+    """A line with a valid seed added after game 9: `--games 10` reported 11 games."""
+    ledger = tmp_path / "r__g.jsonl"
+    assert run("match", "random", "greedy", "--games", 11, "--workers", 1, "--out", ledger, "--quiet").returncode == 0
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    ledger.write_bytes(b"".join(lines[:10]) + lines[10].replace(b'"game":10,', b'"game":57,').replace(
+        str(game_seed(0, 1, 10)).encode(), str(game_seed(0, 1, 57)).encode()))
+    assert [record["game"] for record in read_ledger(ledger)][-1] == 57    # a valid record
+    refused = run("match", "random", "greedy", "--games", 10, "--out", ledger)
+    assert (refused.returncode, refused.stderr) == (2, (
+        f"gcpipe: error: {ledger} holds game(s) 57, outside the games 0-9 asked for (a match's summary is of "
+        "exactly the games asked for); ask for the games it holds (--first-game, --games), or give another --out\n"))
+    replaced = run("match", "random", "greedy", "--games", 10, "--out", ledger, "--replace-others", "--quiet")
+    assert replaced.returncode == 0 and "10 games" in replaced.stdout, replaced.stdout
+    assert ledger.read_bytes() == b"".join(lines[:10])
+
+
+def test_an_integer_beyond_python_s_digit_limit_is_one_line(tmp_path):
+    """A 146-line traceback (ValueError: Exceeds the limit (4300 digits) for integer string conversion)."""
+    config = tmp_path / "c.yaml"
+    config.write_text("players: {m: {kind: mcts, iterations: " + "9" * 5000 + "}}\n")
+    one_line_error(run("config", config), rf"^gcpipe: error: config {config}:1: a number of 5,000 characters, beyond "
+                                          r"any setting's range \(and beyond the 4,300 digits Python reads\)$")
+    ledger = tmp_path / "r__g.jsonl"
+    assert run("match", "random", "greedy", "--games", 2, "--workers", 1, "--out", ledger, "--quiet").returncode == 0
+    first, second = ledger.read_bytes().splitlines(keepends=True)
+    ledger.write_bytes(first.replace(b'"game":0,', b'"game":' + b"9" * 5000 + b",") + second)
+    for args in (["merge", ledger, "--out", tmp_path / "m.jsonl"], ["match", "random", "greedy", "--games", 2,
+                                                                    "--out", ledger]):
+        one_line_error(run(*args), rf"^gcpipe: error: {ledger}:1: a number of over 4,300 digits, which no valid "
+                                   r"record holds$")

@@ -17,7 +17,7 @@ import yaml
 from gcpipe.config import config_text, load_config, validate_config
 from gcpipe.errors import UserError
 from gcpipe.players import roster_positions
-from gcpipe.schema import SCHEMA_PATH
+from gcpipe.schema import SCHEMA_PATH, shown
 from gcpipe.workflow import Cell, check_pipeline, check_results_folder, match_plan, prepare_results, shards
 
 REPO = Path(__file__).resolve().parents[1]
@@ -573,6 +573,13 @@ def test_slurm_profile_dry_run(tmp_path):
     ("players:\n  p: {kind: net, path: nowhere.bin}\n",
      "players.p: checkpoint nowhere.bin does not exist"),
     ("matches:\n  games: 10\n", "missing key 'players'"),
+    # The self-cell's files (N__N.jsonl) beyond the file-name limit: Snakemake stopped mid-DAG on them.
+    (f"players:\n  random: {{kind: random}}\n  {'g' * 124}: {{kind: greedy}}\n",
+     f"matches: the cell of players {'g' * 124!r} and {'g' * 124!r}: its file GUERRILLA__COIN.jsonl would have a "
+     "name of 256 bytes, beyond the 255 a file name may have; shorten the player names"),
+    (f"players: {{random: {{kind: random}}}}\nruns:\n  {'r' * 252}: {{}}\n",
+     f"runs.{shown('r' * 252)}: its file logs/train/RUN.log would have a name of 256 bytes, beyond the 255 a file name "
+     "may have; shorten the run's name"),
 ])
 def test_bad_input_stops_the_dag_before_any_job(tmp_path, config_text, message):
     config = tmp_path / "bad.yaml"
