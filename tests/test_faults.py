@@ -173,10 +173,14 @@ def test_a_second_training_of_the_same_run_folder_is_refused_naming_the_first(tm
 
 def built_engine(workdir):
     """A build record in `workdir`, newer than the sources, so the DAG uses the engine installed
-    with the package instead of spending a minute recompiling it (the smoke DAG test builds)."""
+    with the package instead of spending a minute recompiling it (the smoke DAG test builds).  It
+    names that engine's behaviour fingerprint, which the jobs depend on."""
+    from gcpipe.fingerprint import engine_fingerprint
+
     record = workdir / "results/engine/build.json"
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text('{"note": "tests: the engine installed with the package"}\n')
+    record.write_text(json.dumps({"note": "tests: the engine installed with the package",
+                                  "fingerprint": engine_fingerprint()}) + "\n")
 
 
 def snakemake_env():

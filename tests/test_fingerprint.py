@@ -99,6 +99,12 @@ def test_a_match_refuses_the_ledger_of_another_engine_or_plays_it_again(edited_e
     cut.write_bytes(b"".join(full.splitlines(keepends=True)[:10]))
     resumed = gcpipe("match", *games, "--out", cut, copy=neutral)
     assert (resumed.returncode, cut.read_bytes()) == (0, full), resumed.stderr
+    # The viewer replays games: this engine would draw other games than the ledger's.
+    view = gcpipe("view", tmp_path / "new.jsonl", "--out", tmp_path / "pictures")
+    assert (view.returncode, view.stderr) == (2, (
+        f"gcpipe: error: {tmp_path / 'new.jsonl'} was played by an engine of another behaviour (engine fingerprint "
+        f"{new} there, {old} now): this engine cannot replay its games; play them again (gcpipe match "
+        f"--replace-others)\n"))
     # One Elo table holds one engine's games.
     mixed = gcpipe("elo", tmp_path / "old.jsonl", tmp_path / "new.jsonl", "--out", tmp_path / "elo")
     assert (mixed.returncode, mixed.stderr) == (2, (

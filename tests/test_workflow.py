@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engines import BOTS, environment
 from gcpipe.config import config_text, load_config, validate_config
 from gcpipe.errors import UserError
+from gcpipe.match.ledger import read_ledger
 from gcpipe.players import roster_positions
 from gcpipe.schema import SCHEMA_PATH, shown
 from gcpipe.workflow import Cell, check_pipeline, check_results_folder, match_plan, prepare_results, shards
@@ -464,8 +466,8 @@ def test_bad_metrics_file_is_named(tmp_path, text, message):
 
 # --- the Snakefile ---------------------------------------------------------------------------
 
-def snakemake(*args, workdir, timeout=120):
-    env = dict(os.environ, PATH=f"{SNAKEMAKE.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+def snakemake(*args, workdir, timeout=120, env=None):
+    env = dict(env or os.environ, PATH=f"{SNAKEMAKE.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return subprocess.run([str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir)
 
@@ -604,7 +606,7 @@ def test_a_bad_config_override_is_named_as_one(tmp_path):
 
 @pytest.mark.skipif(os.environ.get("GCPIPE_SKIP_SMOKE_DAG") == "1",
                     reason="GCPIPE_SKIP_SMOKE_DAG=1 skips the smoke DAG end to end")
-def test_smoke_dag_end_to_end(tmp_path):
+def test_smoke_dag_end_to_end(tmp_path, edited_engines):
     smoke = str(CONFIGS / "smoke.yaml")
     result = snakemake("--cores", "2", "elo_table", "--configfile", smoke, workdir=tmp_path, timeout=1200)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -674,3 +676,45 @@ def test_smoke_dag_end_to_end(tmp_path):
     changed = {name for name in before if before[name] != after[name] and name.endswith(".jsonl")}
     assert changed == {f"matches/{cell.name}.jsonl" for cell in match_plan(load_config(reseeded))
                        if {"candidate", "search"} & {cell.guerrilla, cell.coin}}
+
+    # An engine change.  The DAG run by an engine built from an edited copy of the sources
+    # (tests/engines.py; the edit's new date, as an edit leaves it): its build job, then the plan.
+    # The greedy bot's tie-break changes games: every training and every game is planned again.
+    def with_engine(copy, *args):
+        (copy / BOTS).touch()
+        env = environment(copy, CC=str(edited_engines["compiler"]))
+        result = snakemake("--cores", "2", *args, "--configfile", str(reseeded), workdir=tmp_path, env=env,
+                           timeout=1200)
+        assert result.returncode == 0, result.stderr[-4000:]
+        return result
+
+    tie_break, neutral = edited_engines["tie_break"], edited_engines["neutral"]
+    with_engine(tie_break, "build_engine")
+    plan = with_engine(tie_break, "-n", "elo_table")
+    assert {rule: job_counts(plan.stdout)[rule] for rule in ("train", "match")} == {"train": 5, "match": 41}
+    assert "Params have changed since last execution" in plan.stdout
+    # One shard played for real: its ledger, of the engine before, is played again by this one.
+    shard = results / "matches" / "shards" / "random__mcts" / "0-6.jsonl"
+    with_engine(tie_break, str(shard.with_suffix(".json")))
+    new = json.loads((tie_break / "build.json").read_text())["fingerprint"]
+    assert {record["engine"] for record in read_ledger(shard)} == {new}
+    assert "playing afresh" in (results / "logs" / "match" / "random__mcts" / "0-6.log").read_text()
+    # A comment and reordered declarators change no game: the build runs, and of the rest only the
+    # shard just played by the other engine (and what reads it) runs again, to the same bytes.
+    with_engine(neutral, "build_engine")
+    plan = with_engine(neutral, "-n", "elo_table")
+    assert job_counts(plan.stdout) == {"match": 1, "merge": 1, "elo": 1, "provenance": 1, "elo_table": 1}
+    with_engine(neutral, "elo_table")
+    assert digests() == after
+
+
+
+@needs_snakemake
+def test_every_run_reruns_what_a_killed_run_left_incomplete(tmp_path):
+    """After kill -9 of a local Snakemake run, --unlock and the README's plain command stopped with
+    IncompleteFilesException.  The workflow profile, which Snakemake applies to every run of the
+    Snakefile, sets --rerun-incomplete (safe: trainings and matches continue from what they saved)."""
+    assert yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text()) == {"rerun-incomplete": True}
+    result = snakemake("-n", "elo_table", "--configfile", str(CONFIGS / "smoke.yaml"), workdir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Using workflow specific profile profiles/default" in result.stdout + result.stderr
