@@ -232,8 +232,9 @@ def read_config_file(path):
     except RecursionError:
         raise UserError(f"config {path} nests its lists or mappings too deeply to read") from None
     except _HugeNumber as error:
+        limit = sys.get_int_max_str_digits()
         raise UserError(f"config {path}:{error.line}: a number of {len(error.text):,} characters, beyond any "
-                        f"setting's range (and beyond the {sys.get_int_max_str_digits():,} digits Python reads)") from None
+                        f"setting's range (and beyond the {limit:,} digits Python reads)") from None
     except _AmbiguousNumber as error:
         raise UserError(f"config {path}:{error.line}: {error.text} is an octal or base-60 number to YAML "
                         f"(010 is 8, 1:30 is 90); write it in decimal without a leading 0, or quote it") from None

@@ -1,7 +1,9 @@
 """Engines built from edited copies of the sources, for the behaviour-fingerprint tests: the
-installed tree is never edited or rebuilt.  A copy holds gcpipe/, csrc/, config/ (the schema),
-setup.py and pyproject.toml; `gcpipe build` builds it in place (so its build record and fingerprint come
-from the real command), and a process runs it with the copy first on PYTHONPATH.
+installed tree is never edited or rebuilt.  A copy is a checkout's files (gcpipe/, csrc/,
+config/, setup.py, pyproject.toml, the Snakefile and what it reads); `gcpipe build` builds it in
+place (so its build record and fingerprint come from the real command), and a process runs it
+with the copy first on PYTHONPATH (Snakemake: with the copy's Snakefile, since Snakemake puts
+the Snakefile's folder first on its path).
 
 The copies differ from the tree in csrc/gc_bots.c only, so a compiler wrapper keeps the
 objects it made: a compile whose arguments (the copy's folder written alike) and source text it
@@ -69,13 +71,14 @@ def caching_compiler(folder: Path) -> Path:
 
 
 def copy_sources(folder: Path, edits) -> Path:
-    """gcpipe/, csrc/, config/, setup.py and pyproject.toml copied into `folder` (no built library, no
-    fingerprint cache), with each (file, old, new) edit applied; the old text must occur once."""
+    """A checkout's files (the package, its sources, config/, the Snakefile and what it reads)
+    copied into `folder` (no built library, no fingerprint cache), with each (file, old, new) edit
+    applied; the old text must occur once."""
     folder.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.so", "_engine.c", "_engine.fingerprint.json")
-    for part in ("gcpipe", "csrc", "config"):
+    for part in ("gcpipe", "csrc", "config", "report", "envs", "profiles"):
         shutil.copytree(REPO / part, folder / part, ignore=ignore)
-    for part in ("setup.py", "pyproject.toml"):
+    for part in ("setup.py", "pyproject.toml", "Snakefile"):
         shutil.copy(REPO / part, folder / part)
     for name, old, new in edits:
         text = (folder / name).read_text()

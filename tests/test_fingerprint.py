@@ -105,6 +105,14 @@ def test_a_match_refuses_the_ledger_of_another_engine_or_plays_it_again(edited_e
         f"gcpipe: error: {tmp_path / 'new.jsonl'} was played by an engine of another behaviour (engine fingerprint "
         f"{new} there, {old} now): this engine cannot replay its games; play them again (gcpipe match "
         f"--replace-others)\n"))
+    # compare, which has no --replace-others, refuses it before any game.
+    (tmp_path / "cmp").mkdir()
+    (tmp_path / "cmp" / "random__greedy.jsonl").write_bytes((tmp_path / "new.jsonl").read_bytes())
+    compare = gcpipe("compare", "random", "greedy", "--games", 10, "--out", tmp_path / "cmp", "--quiet")
+    assert (compare.returncode, compare.stderr) == (2, (
+        f"gcpipe: error: {tmp_path / 'cmp' / 'random__greedy.jsonl'} was played by an engine of another behaviour "
+        f"(engine fingerprint {new} there, {old} now); give another --out, or delete it to play its games again "
+        "with this engine\n"))
     # One Elo table holds one engine's games.
     mixed = gcpipe("elo", tmp_path / "old.jsonl", tmp_path / "new.jsonl", "--out", tmp_path / "elo")
     assert (mixed.returncode, mixed.stderr) == (2, (
@@ -132,5 +140,5 @@ def test_a_training_run_of_another_engine_starts_over(edited_engines, tmp_path):
     assert json.loads((tmp_path / "run" / "config.json").read_text())["derived"]["engine"] == new
     # The same engine's behaviour: nothing to do.
     same = gcpipe(*args, copy=edited_engines["tie_break"])
-    assert (same.returncode, same.stderr.splitlines()[0]) == (0, f"tiny: already trained ({tmp_path / 'run' / 'final.bin'}), "
-                                                                 "nothing to do")
+    assert (same.returncode, same.stderr.splitlines()[0]) == (
+        0, f"tiny: already trained ({tmp_path / 'run' / 'final.bin'}), nothing to do")

@@ -466,9 +466,9 @@ def test_bad_metrics_file_is_named(tmp_path, text, message):
 
 # --- the Snakefile ---------------------------------------------------------------------------
 
-def snakemake(*args, workdir, timeout=120, env=None):
+def snakemake(*args, workdir, timeout=120, env=None, snakefile=REPO / "Snakefile"):
     env = dict(env or os.environ, PATH=f"{SNAKEMAKE.parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    return subprocess.run([str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
+    return subprocess.run([str(SNAKEMAKE), "-s", str(snakefile), "-d", str(workdir), *args],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir)
 
 
@@ -677,14 +677,15 @@ def test_smoke_dag_end_to_end(tmp_path, edited_engines):
     assert changed == {f"matches/{cell.name}.jsonl" for cell in match_plan(load_config(reseeded))
                        if {"candidate", "search"} & {cell.guerrilla, cell.coin}}
 
-    # An engine change.  The DAG run by an engine built from an edited copy of the sources
-    # (tests/engines.py; the edit's new date, as an edit leaves it): its build job, then the plan.
-    # The greedy bot's tie-break changes games: every training and every game is planned again.
+    # An engine change.  The DAG run from an edited copy of the checkout (tests/engines.py; the
+    # edit's new date, as an edit leaves it): its build job, then the plan.  The greedy bot's
+    # tie-break changes games: every training and every game is planned again.
     def with_engine(copy, *args):
-        (copy / BOTS).touch()
+        if args == ("build_engine",):
+            (copy / BOTS).touch()
         env = environment(copy, CC=str(edited_engines["compiler"]))
         result = snakemake("--cores", "2", *args, "--configfile", str(reseeded), workdir=tmp_path, env=env,
-                           timeout=1200)
+                           timeout=1200, snakefile=copy / "Snakefile")
         assert result.returncode == 0, result.stderr[-4000:]
         return result
 

@@ -67,13 +67,11 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
     with LedgerWriter(path, replace_legacy=replace_others) as writer:
         if writer.replaced:
             print_stderr(f"gcpipe: playing afresh: {writer.replaced}")
-        mismatch = ledger_mismatch(writer.records, path, guerrilla, coin)
-        if not mismatch and exact:
-            mismatch = _games_outside(writer.records, path, first_game, games)
-        if mismatch and not replace_others:
-            raise UserError(f"{mismatch}; {remedy(writer.records, path, guerrilla, coin)}")
-        if mismatch:
-            print_stderr(f"gcpipe: playing afresh: {mismatch}")
+        problem = _continuation_problem(writer.records, path, guerrilla, coin, first_game, games, exact)
+        if problem and not replace_others:
+            raise UserError(f"{problem[0]}; {problem[1]}")
+        if problem:
+            print_stderr(f"gcpipe: playing afresh: {problem[0]}")
             writer.start_over()
         done = writer.done_games
         end = first_game + games
@@ -98,6 +96,16 @@ def run_match(guerrilla: Player, coin: Player, games: int, first_game: int = 0, 
     return MatchResult(ledger=path, summary_path=summary_path, summary=summary, played=played)
 
 
+def _continuation_problem(records: list[dict], path: Path, guerrilla: Player, coin: Player, first_game: int,
+                          games: int, exact: bool) -> tuple[str, str] | None:
+    """Why this match cannot continue the ledger, and what to do (None: it can)."""
+    mismatch = ledger_mismatch(records, path, guerrilla, coin)
+    if mismatch:
+        return mismatch, _remedy(records)
+    outside = _games_outside(records, path, first_game, games) if exact else None
+    return (outside, RANGE_REMEDY) if outside else None
+
+
 def _games_outside(records: list[dict], path: Path, first_game: int, games: int) -> str | None:
     """Why a ledger holds more than games first_game .. first_game+games-1 (None: it does not)."""
     outside = sorted(record["game"] for record in records if not first_game <= record["game"] < first_game + games)
@@ -120,26 +128,22 @@ def _record(cell, guerrilla: Player, coin: Player, g: int, winner: int, plies: i
 
 LEDGER_REMEDY = "give another --out, or the players and roster positions it was played with"
 ENGINE_REMEDY = "give another --out, or --replace-others to play its games again with this engine"
-
-
 RANGE_REMEDY = "ask for the games it holds (--first-game, --games), or give another --out"
 
 
-def remedy(records: list[dict], path=None, guerrilla=None, coin=None) -> str:
-    """What to do about a ledger that ledger_mismatch (or, given the players, _games_outside) refuses."""
-    if records and records[0]["engine"] != engine_fingerprint():
-        return ENGINE_REMEDY
-    if guerrilla is not None and ledger_mismatch(records, path, guerrilla, coin) is None:
-        return RANGE_REMEDY
-    return LEDGER_REMEDY
+def _remedy(records: list[dict]) -> str:
+    """What to do about a ledger that ledger_mismatch refuses."""
+    return ENGINE_REMEDY if records[0]["engine"] != engine_fingerprint() else LEDGER_REMEDY
 
 
 def check_ledger(records: list[dict], path: Path, guerrilla: Player, coin: Player) -> None:
     """A ledger can only be continued by the same players at the same roster positions, with an
-    engine of the same behaviour."""
+    engine of the same behaviour (`compare`, which has no --replace-others, checks its ledgers so)."""
     mismatch = ledger_mismatch(records, path, guerrilla, coin)
     if mismatch:
-        raise UserError(f"{mismatch}; {remedy(records)}")
+        other_engine = records[0]["engine"] != engine_fingerprint()
+        raise UserError(f"{mismatch}; " + ("give another --out, or delete it to play its games again with this "
+                                           "engine" if other_engine else LEDGER_REMEDY))
 
 
 def ledger_mismatch(records: list[dict], path: Path, guerrilla: Player, coin: Player) -> str | None:
