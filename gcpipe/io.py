@@ -14,6 +14,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from gcpipe import paths
 from gcpipe.errors import UserError
 
 # mkstemp creates files readable by the owner only; outputs should get the usual permissions.
@@ -113,7 +114,7 @@ def check_output_file(path) -> None:
     try:
         limit = os.pathconf(folder, "PC_NAME_MAX")
     except (OSError, ValueError):
-        limit = 255   # Linux's and macOS's filesystems
+        limit = paths.NAME_MAX
     if len(os.fsencode(_temp_prefix(path) + _TEMP_SUFFIX)) + 8 > limit:
         raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), str(path))
 
@@ -279,10 +280,12 @@ def refuse_while_written(path, what: str) -> None:
     """A UserError naming the writer when a writer holds the lock of the file `path` (its contents
     are not final: a reader would take a part for the whole).  Tested with a shared lock that is
     released at once, so a reader never blocks or refuses a writer; a writer that starts after
-    the test adds lines that the reader may or may not see.  A file that cannot be opened passes
-    (the reader's own open says why)."""
+    the test adds lines that the reader may or may not see.  Anything but a regular file that can
+    be opened passes (the reader's own checks say why; opening a FIFO would wait for a writer)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return
     try:

@@ -14,7 +14,7 @@ ELO = RESULTS / "elo"
 GAMES = RESULTS / "games"
 LOGS = RESULTS / "logs"
 BENCHMARKS = RESULTS / "benchmarks"
-# The longest file name (one path component, in bytes) Linux's filesystems take (ext4, xfs,
+# The longest file name (one path component, in bytes) the filesystems take (ext4, xfs, APFS,
 # btrfs, tmpfs: NAME_MAX).  Cell and run names become file names: checked while planning.
 NAME_MAX = 255
 # The longest name made of a cell's name (the ledger G__C.jsonl; G__C.json, the shard folder

@@ -709,7 +709,7 @@ def test_other_bad_arguments_are_one_line(tmp_path, files):
     one_line_error(run("bench", "train", "--run", "candidate", "--config", REPO / "config/config.yaml", "--epochs", 1),
                    r"bench train measures PPO; this run's algorithm is 'distill'$")
     one_line_error(run("merge", files / "r__g.jsonl", "--out", f"{tmp_path}/dir/"),
-                   r"--out \S+/dir/ is a folder; give the merged ledger's file name")
+                   r"--out \S+/dir/ is a folder; give the ledger's file name")
     one_line_error(run("merge", files / "r__g.jsonl", "--games", 0, "--out", tmp_path / "m.jsonl"),
                    r"--games must be an integer >= 1, got 0$")
     # torch's set_num_threads crashed (a segfault, no message) far above any core count.

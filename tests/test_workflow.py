@@ -696,7 +696,7 @@ def test_smoke_dag_end_to_end(tmp_path, edited_engines):
     assert "Params have changed since last execution" in plan.stdout
     # One shard played for real: its ledger, of the engine before, is played again by this one.
     shard = results / "matches" / "shards" / "random__mcts" / "0-6.jsonl"
-    with_engine(tie_break, str(shard.with_suffix(".json")))
+    with_engine(tie_break, str(shard.with_suffix(".json").relative_to(tmp_path)))
     new = json.loads((tie_break / "build.json").read_text())["fingerprint"]
     assert {record["engine"] for record in read_ledger(shard)} == {new}
     assert "playing afresh" in (results / "logs" / "match" / "random__mcts" / "0-6.log").read_text()

@@ -49,8 +49,8 @@ from gcpipe.engine import END_REASONS as ENGINE_END_REASONS, MAX_GAME_LENGTH, SI
 from gcpipe.engine.game import is_seed
 from gcpipe.errors import UserError, check_int, is_int
 from gcpipe.fingerprint import FINGERPRINT_DIGITS
-from gcpipe.io import (atomic_write_json, atomic_write_text, naming, open_locked_file, read_bytes,
-                       refuse_while_written, remove_stale_temps)
+from gcpipe.io import (atomic_write_json, atomic_write_text, check_output_file, naming, open_locked_file,
+                       read_bytes, refuse_while_written, remove_stale_temps)
 from gcpipe.schema import ROSTER_POSITIONS
 from gcpipe.stats.normal import Z95
 
@@ -114,8 +114,10 @@ def _check_ledger_name(path: Path) -> None:
 
 
 def check_ledger_path(out) -> Path:
-    """The ledger file an --out names: not a folder (an existing one, or a name ending in /), and
-    named *.jsonl (_check_ledger_name)."""
+    """The ledger file an --out names: a file can be written there (check_output_file: not a
+    device or FIFO), not a folder (an existing one, or a name ending in /), named *.jsonl
+    (_check_ledger_name)."""
+    check_output_file(Path(out))
     if Path(out).is_dir() or str(out).endswith(("/", os.sep)):
         raise UserError(f"--out {out} is a folder; give the ledger's file name (G__C.jsonl)")
     _check_ledger_name(Path(out))
