@@ -29,8 +29,9 @@ from gcpipe.match.viewer import VIEW_FILES
 from gcpipe.players import roster_positions
 from gcpipe.schema import NAME_PATTERN
 from gcpipe.train.config import result_settings
-from gcpipe.workflow import (check_pipeline, check_results_folder, checkpoint_of, match_plan, prepare_results,
-                             resolved_config, shards, train_mpi, train_tasks, train_threads)
+from gcpipe.workflow import (RECORD_FORMAT, check_pipeline, check_results_folder, checkpoint_of, match_plan,
+                             prepare_results, recorded_fingerprint, resolved_config, shards, train_mpi,
+                             train_tasks, train_threads)
 
 
 # The default config sits beside this Snakefile (so `--directory` can put results/ anywhere).
@@ -164,6 +165,20 @@ def shard_summaries(wildcards):
             for first, games in shards(cell.games, config["matches"]["shard_size"])]
 
 
+def engine_build(wildcards):
+    """The build record, once the build job (if any) is done; its date does not rerun a job."""
+    return ancient(checkpoints.build_engine.get().output[0])
+
+
+def engine_fingerprint(wildcards):
+    """The behaviour fingerprint of the engine the jobs run (gcpipe/fingerprint.py): a param of
+    every job that plays or trains, so a change of behaviour reruns exactly them."""
+    try:
+        return recorded_fingerprint(checkpoints.build_engine.get().output[0])
+    except UserError as error:
+        raise WorkflowError(f"gcpipe: error: {error}") from None
+
+
 def ledger_of(summary):
     """The ledger `gcpipe match` writes beside a summary (X.json <- X.jsonl)."""
     return summary.removesuffix(".json") + ".jsonl"
@@ -179,7 +194,12 @@ rule elo_table:
         MAIN_OUTPUTS,
 
 
-rule build_engine:
+# A checkpoint: the jobs that play or train read the fingerprint its record holds (their `engine`
+# param), so the DAG is evaluated again once the build is done.  An edit of csrc/ rebuilds the
+# engine; the jobs whose fingerprint changed run again (a changed param), and an edit that changes
+# no behaviour (a comment, a speed-up) leaves every result as it is (the record is `ancient` to
+# them: its new date alone reruns nothing).
+checkpoint build_engine:
     input:
         # The sources the build compiles: those of the installed (editable) gcpipe checkout.
         sorted(str(path) for path in CSRC.glob("*.[ch]")),
@@ -188,6 +208,8 @@ rule build_engine:
         BUILD,
     params:
         native="--native" if config["engine"]["native"] else "",
+        # The record's contents (a build record without the fingerprint is rebuilt once).
+        record=RECORD_FORMAT,
     conda:
         SOFTWARE
     log:
@@ -202,7 +224,7 @@ rule build_engine:
 
 rule train:
     input:
-        BUILD,
+        engine_build,
         lambda wildcards: input_checkpoints_of(wildcards.run),
     output:
         # Only final.bin: metrics.csv, checkpoints/ and state.pt stay when a job fails, so the
@@ -211,6 +233,7 @@ rule train:
     params:
         # Settings that cannot change the weights (evaluation, max_epochs) do not retrain a run.
         settings=lambda wildcards: json.dumps(result_settings(config["runs"][wildcards.run]), sort_keys=True),
+        engine=engine_fingerprint,
         folder=lambda wildcards, output: str(Path(output[0]).parent),
     conda:
         SOFTWARE
@@ -232,7 +255,7 @@ rule train:
 
 rule match:
     input:
-        BUILD,
+        engine_build,
         lambda wildcards: checkpoint_of(PLAYERS[wildcards.guerrilla]),
         lambda wildcards: checkpoint_of(PLAYERS[wildcards.coin]),
     output:
@@ -246,6 +269,8 @@ rule match:
         # reads both from the config (the roster positions by the same rule, roster_positions).
         players=lambda wildcards: json.dumps([PLAYERS[wildcards.guerrilla], PLAYERS[wildcards.coin]], sort_keys=True),
         roster=lambda wildcards: [ROSTER[wildcards.guerrilla], ROSTER[wildcards.coin]],
+        # The games' engine: a shard of another engine is played again (--replace-others).
+        engine=engine_fingerprint,
     conda:
         SOFTWARE
     log:

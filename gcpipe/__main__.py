@@ -1,5 +1,12 @@
-"""`gcpipe` and `python -m gcpipe`: the command line, imported inside the Ctrl-C handling, so an
-interrupt while typer, numpy and the engine load (~0.1 s) is one line as later ones are."""
+"""`gcpipe` and `python -m gcpipe`: the command line.
+
+Ctrl-C during start-up: SIGINT is blocked from main's first line until the command's own
+handling is in place (the CLI group's invoke unblocks it, gcpipe/cli.py), so an interrupt while
+typer, numpy and the engine load, or while typer builds the command and parses its arguments,
+stays pending and then is the one line `gcpipe: interrupted` and status 130, as later ones are.
+An interrupt pending when the command ends without reaching it (`--help`, a usage error) is the
+same line and status.  Only Python's own start-up, before main runs (the interpreter, this module
+and gcpipe.errors, a few milliseconds), is out of reach."""
 import os
 import signal
 import sys
@@ -44,6 +51,7 @@ def _refusal() -> str | None:
 
 
 def main() -> None:
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})   # (module doc; unblocked in cli.py)
     _open_closed_standard_streams()
     refusal = _refusal()
     if refusal:
@@ -52,7 +60,7 @@ def main() -> None:
     try:
         from gcpipe.cli import app
         from gcpipe.io import STDOUT, NamedStream
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:   # (SIGINT unblocked by the caller's mask, e.g. in a test harness)
         print_interrupted()
         sys.exit(130)
     sys.stdout = NamedStream(sys.stdout, STDOUT)
@@ -61,11 +69,19 @@ def main() -> None:
     except OSError as error:   # raised outside a command, which has its own handling: `--help > /dev/full`
         print_stderr(os_error_line(error))
         sys.exit(2)
+    except KeyboardInterrupt:  # outside the command's handling, where SIGINT was not blocked
+        print_interrupted()
+        sys.exit(130)
     finally:
         # The command is over, its outputs written or its error said.  Python's teardown (torch's
         # included, ~0.2 s) restores the default SIGINT action, so a Ctrl-C then killed the process
         # with no word and status -2; ignored, it leaves the command's own status.
+        pending = signal.SIGINT in signal.sigpending()   # (before SIG_IGN, which discards it)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        if pending:   # it came before the command could take it (`--help`, a usage error)
+            print_interrupted()
+            sys.exit(130)
 
 
 if __name__ == "__main__":

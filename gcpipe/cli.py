@@ -1,6 +1,7 @@
 """The `gcpipe` command line: each subcommand parses its arguments, calls one library function and
 prints its result (the text formats of match results are here)."""
 import errno
+import signal
 from pathlib import Path
 
 import typer
@@ -25,6 +26,8 @@ class _UserErrorsAsOneLine(TyperGroup):
 
     def invoke(self, ctx):
         try:
+            # From here on an interrupt is this line; before, gcpipe/__main__.py held it pending.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             return super().invoke(ctx)
         except UserError as error:
             print_stderr(f"gcpipe: error: {error}")
@@ -79,7 +82,17 @@ def build(native: bool = typer.Option(False, "--native", help="Add -march=native
     from gcpipe.engine.build import rebuild
 
     info = rebuild(native=native, record=record)
-    typer.echo(f"engine built with {info['compiler']} {' '.join(info['cflags'])}; record: {record}")
+    typer.echo(f"engine built with {info['compiler']} {' '.join(info['cflags'])}; engine fingerprint "
+               f"{info['fingerprint']}; record: {record}")
+
+
+@app.command()
+def fingerprint(fresh: bool = typer.Option(False, "--fresh", help="Compute it now rather than read the cache "
+                                           "beside the library (which is keyed by the library's SHA-256).")):
+    """Print the behaviour fingerprint of the installed engine: what ledgers and training runs record."""
+    from gcpipe.fingerprint import compute, engine_fingerprint
+
+    typer.echo(compute() if fresh else engine_fingerprint())
 
 
 @app.command()
@@ -148,7 +161,7 @@ def match(guerrilla: str = typer.Argument(..., metavar="G", help=_PLAYER_HELP),
           games: int = typer.Option(..., "--games", help="Number of games."),
           config: Path = _CONFIG_OPTION,
           first_game: int = typer.Option(0, "--first-game", help="Index of the first game (a shard starts later)."),
-          out: Path = typer.Option(None, "--out", help="Ledger file (default results/matches/G__C.jsonl)."),
+          out: str = typer.Option(None, "--out", help="Ledger file, *.jsonl (default results/matches/G__C.jsonl)."),
           workers: int = _WORKERS_OPTION,
           roster_g: int = typer.Option(None, "--roster-g", help="Roster position of G in the seed formula."),
           roster_c: int = typer.Option(None, "--roster-c", help="Roster position of C in the seed formula."),

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from pathlib import Path
 
 import yaml
 
+from gcpipe import paths
 from gcpipe.errors import UserError
 from gcpipe.io import read_text
 from gcpipe.players import CHECKPOINT_KINDS, PlayerBook, check_own_rosters, player_schema, roster_positions
@@ -49,6 +51,15 @@ def validate_config(config: dict, source: str = "config") -> dict:
     except UserError as problem:
         raise UserError(f"{source}: {problem}") from None
     return config
+
+
+def _check_file_name(what: str, name: str, pattern: str, remedy: str) -> None:
+    """A name the pipeline would give a file (`pattern` says which): within the filesystem's limit,
+    or a UserError now (Snakemake failed on it mid-run, after the jobs before it)."""
+    size = len(name.encode("utf-8"))
+    if size > paths.NAME_MAX:
+        raise UserError(f"{what}: its file {pattern} would have a name of {size} bytes, beyond the "
+                        f"{paths.NAME_MAX} a file name may have; {remedy}")
 
 
 def input_runs(settings: dict) -> list[tuple[str, str]]:
@@ -140,6 +151,12 @@ def _check_cross_references(config: dict) -> None:
         if count > MAX_SHARDS_PER_CELL:
             raise UserError(f"matches: cell {cell.name} would be {count:,} shards of {matches['shard_size']:,} games "
                             f"(at most {MAX_SHARDS_PER_CELL:,} jobs a cell); raise matches.shard_size")
+    for cell in match_plan(config):
+        _check_file_name(f"matches: the cell of players {shown(cell.guerrilla)} and {shown(cell.coin)}",
+                         cell.name + paths.CELL_FILE_SUFFIX, "GUERRILLA__COIN.jsonl", "shorten the player names")
+    for run in config["runs"]:
+        _check_file_name(f"runs.{shown(run)}", run + paths.RUN_FILE_SUFFIX, "logs/train/RUN.log",
+                         "shorten the run's name")
     roster = roster_positions(players)
     for name in matches["field"]:
         if roster[name] >= ROSTER_POSITIONS:
@@ -182,13 +199,20 @@ def _refuse_ambiguous_int(loader, node):
     position, seed or count is never other than it reads."""
     if _AMBIGUOUS_INT.fullmatch(node.value):
         raise _AmbiguousNumber(node.value, node.start_mark)
-    return yaml.SafeLoader.construct_yaml_int(loader, node)
+    try:
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+    except ValueError:   # beyond Python's integer-string limit (sys.get_int_max_str_digits)
+        raise _HugeNumber(node.value, node.start_mark) from None
 
 
 class _AmbiguousNumber(yaml.YAMLError):
     def __init__(self, text, mark):
         super().__init__()
         self.text, self.line = text, mark.line + 1
+
+
+class _HugeNumber(_AmbiguousNumber):
+    pass
 
 
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _refuse_ambiguous_int)
@@ -207,6 +231,10 @@ def read_config_file(path):
         raise UserError(f"cannot read config {path}: {error}") from None
     except RecursionError:
         raise UserError(f"config {path} nests its lists or mappings too deeply to read") from None
+    except _HugeNumber as error:
+        limit = sys.get_int_max_str_digits()
+        raise UserError(f"config {path}:{error.line}: a number of {len(error.text):,} characters, beyond any "
+                        f"setting's range (and beyond the {limit:,} digits Python reads)") from None
     except _AmbiguousNumber as error:
         raise UserError(f"config {path}:{error.line}: {error.text} is an octal or base-60 number to YAML "
                         f"(010 is 8, 1:30 is 90); write it in decimal without a leading 0, or quote it") from None

@@ -14,6 +14,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from gcpipe import paths
 from gcpipe.errors import UserError
 
 # mkstemp creates files readable by the owner only; outputs should get the usual permissions.
@@ -113,7 +114,7 @@ def check_output_file(path) -> None:
     try:
         limit = os.pathconf(folder, "PC_NAME_MAX")
     except (OSError, ValueError):
-        limit = 255   # Linux's and macOS's filesystems
+        limit = paths.NAME_MAX
     if len(os.fsencode(_temp_prefix(path) + _TEMP_SUFFIX)) + 8 > limit:
         raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), str(path))
 
@@ -273,6 +274,29 @@ def lock_or_refuse(fd: int, path, what: str) -> None:
         by = f"process {holder}" if holder else "another process"
         raise UserError(f"{what} {path} is being written by {by}; wait for it to finish or stop it "
                         f"(two writers would mix their results)") from None
+
+
+def refuse_while_written(path, what: str) -> None:
+    """A UserError naming the writer when a writer holds the lock of the file `path` (its contents
+    are not final: a reader would take a part for the whole).  Tested with a shared lock that is
+    released at once, so a reader never blocks or refuses a writer; a writer that starts after
+    the test adds lines that the reader may or may not see.  Anything but a regular file that can
+    be opened passes (the reader's own checks say why; opening a FIFO would wait for a writer)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _lock_holder(path)
+        by = f"process {holder}" if holder else "another process"
+        raise UserError(f"{what} {path} is being written by {by}; wait for it to finish (its games are not all "
+                        f"played yet)") from None
+    finally:
+        os.close(fd)
 
 
 def open_locked_file(path, what: str):

@@ -14,6 +14,14 @@ ELO = RESULTS / "elo"
 GAMES = RESULTS / "games"
 LOGS = RESULTS / "logs"
 BENCHMARKS = RESULTS / "benchmarks"
+# The longest file name (one path component, in bytes) the filesystems take (ext4, xfs, APFS,
+# btrfs, tmpfs: NAME_MAX).  Cell and run names become file names: checked while planning.
+NAME_MAX = 255
+# The longest name made of a cell's name (the ledger G__C.jsonl; G__C.json, the shard folder
+# G__C/ and the game pictures' folder are shorter) or of a run's name (logs/train/RUN.log,
+# benchmarks/train/RUN.tsv; runs/RUN/ is shorter).
+CELL_FILE_SUFFIX = ".jsonl"
+RUN_FILE_SUFFIX = ".log"
 
 
 def resolved_config(digest: str) -> Path:

@@ -8,6 +8,7 @@ file, so it can never change what a running pipeline's jobs read.  A dry run wri
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from gcpipe import paths
 from gcpipe.errors import UserError
-from gcpipe.io import atomic_write_text
+from gcpipe.io import atomic_write_text, read_text
 from gcpipe.players import CHECKPOINT_KINDS, Player, PlayerBook, define
 
 
@@ -81,6 +82,23 @@ def planned_cells(config: dict) -> dict[str, tuple[Player, Player, int]]:
 def shards(games: int, shard_size: int) -> list[tuple[int, int]]:
     """Game-index shards (first game, number of games) that cover games 0..games-1."""
     return [(first, min(shard_size, games - first)) for first in range(0, games, shard_size)]
+
+
+# What a build record holds (gcpipe.engine.build.rebuild): 2 = with the behaviour fingerprint.
+# A param of the build job, so a record of an earlier format is rebuilt once.
+RECORD_FORMAT = 2
+
+
+def recorded_fingerprint(record) -> str:
+    """The behaviour fingerprint the build record at `record` names (gcpipe/fingerprint.py)."""
+    try:
+        fingerprint = json.loads(read_text(record)).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+        fingerprint = None
+    if not isinstance(fingerprint, str):
+        raise UserError(f"the engine build record {record} names no engine fingerprint (missing, unreadable or "
+                        f"written by an earlier gcpipe); delete it, and the next run rebuilds the engine")
+    return fingerprint
 
 
 def checkpoint_of(player: dict) -> list[str]:

@@ -15,3 +15,18 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="session")
+def edited_engines(tmp_path_factory):
+    """Engines built from copies of the sources (tests/engines.py): {"tie_break": folder,
+    "neutral": folder, "compiler": the caching compiler}, each with its build record build.json."""
+    from engines import NEUTRAL, TIE_BREAK, build, caching_compiler, copy_sources
+
+    root = tmp_path_factory.mktemp("engines")
+    compiler = caching_compiler(root)
+    engines = {"compiler": compiler}
+    for name, edits in (("neutral", NEUTRAL), ("tie_break", [TIE_BREAK])):
+        engines[name] = copy_sources(root / name, edits)
+        build(engines[name], compiler)
+    return engines

@@ -21,6 +21,8 @@ import yaml
 from gcpipe.config import load_config
 from gcpipe.workflow import match_plan
 
+from processes import default_signals
+
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 SMOKE = REPO / "config" / "smoke.yaml"
@@ -45,7 +47,8 @@ def snakemake(workdir: Path, *args) -> subprocess.Popen:
     workdir.mkdir(parents=True, exist_ok=True)
     with open(workdir / "snakemake.log", "w") as log:
         return subprocess.Popen([str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
-                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir,
+                                preexec_fn=default_signals)   # it may be sent SIGTERM
 
 
 def finish(process: subprocess.Popen, workdir: Path, timeout: float) -> str:

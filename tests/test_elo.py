@@ -142,7 +142,7 @@ def _write_ledger(path, guerrilla, coin, winners, ids=None):
                            "game": game, "seed": game_seed(0, 1, game), "winner": winner, "plies": 40,
                            "end": "coins_cleared" if winner == "guerrilla" else "stones_wiped",
                            "guerrilla_id": ids.get(guerrilla, {"kind": guerrilla}),
-                           "coin_id": ids.get(coin, {"kind": coin})})
+                           "coin_id": ids.get(coin, {"kind": coin}), "engine": "0123456789abcdef"})
 
 
 def _ledger_field(folder):

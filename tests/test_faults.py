@@ -17,11 +17,11 @@ import pytest
 
 from gcpipe.config import load_config
 from gcpipe.errors import UserError
-from gcpipe.match.ledger import LedgerWriter, merge_shards, read_ledger
+from gcpipe.match.ledger import LedgerWriter, game_seed, merge_shards, read_ledger
 from gcpipe.train.config import make_config
 from gcpipe.train.run import PREVIOUS_STATE_FILE, STATE_FILE, train
 
-from processes import children
+from processes import children, default_signals
 
 GCPIPE = str(Path(sys.executable).parent / "gcpipe")
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
@@ -173,10 +173,14 @@ def test_a_second_training_of_the_same_run_folder_is_refused_naming_the_first(tm
 
 def built_engine(workdir):
     """A build record in `workdir`, newer than the sources, so the DAG uses the engine installed
-    with the package instead of spending a minute recompiling it (the smoke DAG test builds)."""
+    with the package instead of spending a minute recompiling it (the smoke DAG test builds).  It
+    names that engine's behaviour fingerprint, which the jobs depend on."""
+    from gcpipe.fingerprint import engine_fingerprint
+
     record = workdir / "results/engine/build.json"
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text('{"note": "tests: the engine installed with the package"}\n')
+    record.write_text(json.dumps({"note": "tests: the engine installed with the package",
+                                  "fingerprint": engine_fingerprint()}) + "\n")
 
 
 def snakemake_env():
@@ -705,7 +709,7 @@ def test_other_bad_arguments_are_one_line(tmp_path, files):
     one_line_error(run("bench", "train", "--run", "candidate", "--config", REPO / "config/config.yaml", "--epochs", 1),
                    r"bench train measures PPO; this run's algorithm is 'distill'$")
     one_line_error(run("merge", files / "r__g.jsonl", "--out", f"{tmp_path}/dir/"),
-                   r"--out \S+/dir/ is a folder; give the merged ledger's file name")
+                   r"--out \S+/dir/ is a folder; give the ledger's file name")
     one_line_error(run("merge", files / "r__g.jsonl", "--games", 0, "--out", tmp_path / "m.jsonl"),
                    r"--games must be an integer >= 1, got 0$")
     # torch's set_num_threads crashed (a segfault, no message) far above any core count.
@@ -868,7 +872,8 @@ def test_ctrl_c_reaches_only_the_parent_of_worker_processes(tmp_path):
     assert signal.getsignal(signal.SIGINT) is before and signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()
     match = subprocess.Popen([GCPIPE, "match", "mcts:100", "greedy", "--games", "3000", "--workers", "2",
                               "--out", tmp_path / "m.jsonl", "--quiet"], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True, env=_env())
+                             stderr=subprocess.PIPE, text=True, start_new_session=True, env=_env(),
+                             preexec_fn=default_signals)   # (a background test run ignores SIGINT)
     wait_for(lambda: lines_of(tmp_path / "m.jsonl") >= 1, what="the first game")
     os.killpg(match.pid, signal.SIGINT)
     try:
@@ -963,6 +968,31 @@ def test_the_worker_pool_returns_results_in_order_and_raises_what_a_worker_met()
             pool.map(_fail, [1, 2])
 
 
+@pytest.mark.parametrize("module, owner, name, argv", [
+    ("typer.core", "TyperGroup", "make_context", ["config", "config/smoke.yaml"]),   # 130 and no word
+    ("typer.main", None, "get_command", ["config", "config/smoke.yaml"]),            # a typer traceback
+    ("typer.core", "TyperGroup", "make_context", ["--help"]),                        # no command starts
+    ("gcpipe.torch_env", None, "before_torch", ["config", "config/smoke.yaml"]),     # the CLI's modules load
+])
+def test_ctrl_c_while_the_command_starts_is_one_line(module, owner, name, argv):
+    """A SIGINT delivered (for real, not raised) at each step of the start-up before the command's
+    own handling: typer building the command and parsing its arguments, the modules loading."""
+    target = f"importlib.import_module({module!r})" + (f".{owner}" if owner else "")
+    code = ("import importlib, os, signal, sys\n"
+            f"target = {target}\n"
+            f"real = getattr(target, {name!r})\n"
+            "def interrupted(*args, **kwargs):\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    return real(*args, **kwargs)\n"
+            f"setattr(target, {name!r}, interrupted)\n"
+            f"sys.argv = ['gcpipe', *{argv!r}]\n"
+            "from gcpipe.__main__ import main\n"
+            "main()")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env(),
+                            cwd=REPO, preexec_fn=default_signals)
+    assert (result.returncode, result.stderr) == (130, "gcpipe: interrupted\n")
+
+
 def test_ctrl_c_after_the_command_leaves_its_exit_status():
     """Python's teardown restores the default SIGINT action: a Ctrl-C there killed the finished
     command with no word (status -2), or printed a traceback from an exit handler."""
@@ -971,7 +1001,8 @@ def test_ctrl_c_after_the_command_leaves_its_exit_status():
             f"sys.argv = ['gcpipe', 'config', {str(REPO / 'config/smoke.yaml')!r}]\n"
             "from gcpipe.__main__ import main\n"
             "main()")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env())
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_env(),
+                            preexec_fn=default_signals)
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.startswith("players:")
 
@@ -1105,3 +1136,61 @@ def test_the_pipeline_does_not_retrain_for_evaluation_settings(tmp_path):
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout
     config.write_text(tiny_config_text(eval_interval=0, seed=7))
     assert "train" in snakemake("-n", target).stdout   # a setting that changes the weights does retrain
+
+
+def test_merge_and_elo_refuse_a_ledger_that_a_match_is_writing(tmp_path):
+    """merge printed "74 games from 2 shard(s)" over a shard still being played; elo too read it."""
+    shard = tmp_path / "r__g.jsonl"
+    assert run("match", "random", "greedy", "--games", 4, "--workers", 1, "--out", shard, "--quiet").returncode == 0
+    with LedgerWriter(shard):               # as a running match holds it
+        for args in (["merge", shard, "--out", tmp_path / "m.jsonl"], ["elo", shard, "--out", tmp_path / "elo"]):
+            refused = run(*args)
+            assert (refused.returncode, refused.stderr) == (2, (
+                f"gcpipe: error: ledger {shard} is being written by process {os.getpid()}; wait for it to finish "
+                "(its games are not all played yet)\n"))
+    assert not (tmp_path / "m.jsonl").exists() and not (tmp_path / "elo").exists()
+    assert run("merge", shard, "--out", tmp_path / "m.jsonl").returncode == 0   # once it is done
+
+
+def test_a_ledger_path_must_end_in_jsonl(tmp_path):
+    """--out s/x.txt and --out s/x.jsonl shared the summary s/x.json; --out newdir/ wrote a file newdir."""
+    for out in ("x.txt", "x", ".jsonl"):
+        one_line_error(run("match", "random", "greedy", "--games", 2, "--out", tmp_path / out),
+                       rf"^gcpipe: error: ledger {tmp_path / out} does not end in \.jsonl; name it so")
+    for command in (["match", "random", "greedy", "--games", 2], ["merge", tmp_path / "a.jsonl"]):
+        one_line_error(run(*command, "--out", f"{tmp_path}/newdir/"),
+                       rf"^gcpipe: error: --out {tmp_path}/newdir/ is a folder; give the ledger's file name")
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+def test_a_forged_game_in_a_ledger_is_not_counted(tmp_path):
+    """A line with a valid seed added after game 9: `--games 10` reported 11 games."""
+    ledger = tmp_path / "r__g.jsonl"
+    assert run("match", "random", "greedy", "--games", 11, "--workers", 1, "--out", ledger, "--quiet").returncode == 0
+    lines = ledger.read_bytes().splitlines(keepends=True)
+    ledger.write_bytes(b"".join(lines[:10]) + lines[10].replace(b'"game":10,', b'"game":57,').replace(
+        str(game_seed(0, 1, 10)).encode(), str(game_seed(0, 1, 57)).encode()))
+    assert [record["game"] for record in read_ledger(ledger)][-1] == 57    # a valid record
+    refused = run("match", "random", "greedy", "--games", 10, "--out", ledger)
+    assert (refused.returncode, refused.stderr) == (2, (
+        f"gcpipe: error: {ledger} holds game(s) 57, outside the games 0-9 asked for (a match's summary is of "
+        "exactly the games asked for); ask for the games it holds (--first-game, --games), or give another --out\n"))
+    replaced = run("match", "random", "greedy", "--games", 10, "--out", ledger, "--replace-others", "--quiet")
+    assert replaced.returncode == 0 and "10 games" in replaced.stdout, replaced.stdout
+    assert ledger.read_bytes() == b"".join(lines[:10])
+
+
+def test_an_integer_beyond_python_s_digit_limit_is_one_line(tmp_path):
+    """A 146-line traceback (ValueError: Exceeds the limit (4300 digits) for integer string conversion)."""
+    config = tmp_path / "c.yaml"
+    config.write_text("players: {m: {kind: mcts, iterations: " + "9" * 5000 + "}}\n")
+    one_line_error(run("config", config), rf"^gcpipe: error: config {config}:1: a number of 5,000 characters, beyond "
+                                          r"any setting's range \(and beyond the 4,300 digits Python reads\)$")
+    ledger = tmp_path / "r__g.jsonl"
+    assert run("match", "random", "greedy", "--games", 2, "--workers", 1, "--out", ledger, "--quiet").returncode == 0
+    first, second = ledger.read_bytes().splitlines(keepends=True)
+    ledger.write_bytes(first.replace(b'"game":0,', b'"game":' + b"9" * 5000 + b",") + second)
+    for args in (["merge", ledger, "--out", tmp_path / "m.jsonl"], ["match", "random", "greedy", "--games", 2,
+                                                                    "--out", ledger]):
+        one_line_error(run(*args), rf"^gcpipe: error: {ledger}:1: a number of over 4,300 digits, which no valid "
+                                   r"record holds$")

@@ -13,7 +13,7 @@ LAYERS = [
     {"engine"},                                  # the C engine's binding
     {"nn", "protocol"},                          # networks and their C inference; the player protocol
     {"search", "openspiel"},                     # kinds of player built on them
-    {"players"},                                 # every kind, defined from configs and specs
+    {"players", "fingerprint"},                  # every kind, defined from configs and specs; the engine's behaviour
     {"train", "match", "workflow", "play"},
     {"elo", "config", "report", "provenance"},
     {"cli", "__main__"},                         # the command line and its entry point

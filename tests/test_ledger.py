@@ -9,13 +9,14 @@ from gcpipe.match.ledger import (END_REASONS, LedgerWriter, encode_record, game_
 
 G_ID = {"kind": "mcts", "iterations": 2000, "exploration": 0.7, "rollout": "greedy"}
 C_ID = {"kind": "greedy"}
+ENGINE = "0123456789abcdef"   # an engine fingerprint (these tests read and write ledgers, play none)
 
 
 def record(game, winner="coin", end=None, plies=40, guerrilla="mcts2k", coin="greedy"):
     end = end or ("coins_cleared" if winner == "guerrilla" else "stones_wiped")
     return {"cell": f"{guerrilla}__{coin}", "guerrilla": guerrilla, "coin": coin, "game": game,
             "seed": game_seed(3, 1, game), "winner": winner, "plies": plies,
-            "end": end, "guerrilla_id": G_ID, "coin_id": C_ID}
+            "end": end, "guerrilla_id": G_ID, "coin_id": C_ID, "engine": ENGINE}
 
 
 def write(path, records):
@@ -29,7 +30,7 @@ def test_line_format_is_compact_and_in_key_order():
     assert line == ('{"cell":"mcts2k__greedy","guerrilla":"mcts2k","coin":"greedy","game":3,'
                     f'"seed":{(0x9E3779B9 * (49 * 100003 + 3)) % 2**32 | 1},"winner":"guerrilla","plies":57,'
                     '"end":"coins_cleared","guerrilla_id":{"kind":"mcts","iterations":2000,'
-                    '"exploration":0.7,"rollout":"greedy"},"coin_id":{"kind":"greedy"}}\n')
+                    '"exploration":0.7,"rollout":"greedy"},"coin_id":{"kind":"greedy"},"engine":"0123456789abcdef"}\n')
 
 
 def test_round_trip(tmp_path):
@@ -136,7 +137,7 @@ def test_summary_numbers(tmp_path):
         "mean_plies": 34.5,
         "end_reasons": {"coins_cleared": 3, "stones_exhausted": 4, "stones_wiped": 2,
                         "stalemate": 0, "ply_cap": 1},
-        "guerrilla_id": G_ID, "coin_id": C_ID,
+        "guerrilla_id": G_ID, "coin_id": C_ID, "engine": ENGINE,
     }
     assert list(summary["end_reasons"]) == list(END_REASONS)
     path = tmp_path / "mcts2k__greedy.jsonl"

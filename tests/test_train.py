@@ -408,6 +408,8 @@ def test_a_forked_child_splits_rows_over_threads_of_its_own():
     if pid == 0:
         code = 3
         try:                                 # the child never returns into pytest
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)   # (whatever the test run inherited)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
             signal.alarm(20)                 # a hang ends the child, not the test run
             parts = []
             row_threads.run_rows(lambda first, end: parts.append((first, end)), 4)

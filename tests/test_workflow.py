@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from engines import BOTS, environment
 from gcpipe.config import config_text, load_config, validate_config
 from gcpipe.errors import UserError
+from gcpipe.match.ledger import read_ledger
 from gcpipe.players import roster_positions
-from gcpipe.schema import SCHEMA_PATH
+from gcpipe.schema import SCHEMA_PATH, shown
 from gcpipe.workflow import Cell, check_pipeline, check_results_folder, match_plan, prepare_results, shards
 
 REPO = Path(__file__).resolve().parents[1]
@@ -466,9 +468,9 @@ def test_bad_metrics_file_is_named(tmp_path, text, message):
 
 # --- the Snakefile ---------------------------------------------------------------------------
 
-def snakemake(*args, workdir, timeout=120):
-    env = dict(os.environ, PATH=f"{SNAKEMAKE.parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    return subprocess.run([str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args],
+def snakemake(*args, workdir, timeout=120, env=None, snakefile=REPO / "Snakefile"):
+    env = dict(env or os.environ, PATH=f"{SNAKEMAKE.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run([str(SNAKEMAKE), "-s", str(snakefile), "-d", str(workdir), *args],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir)
 
 
@@ -542,8 +544,8 @@ def test_a_distilled_run_waits_for_its_teachers(tmp_path):
     assert result.returncode == 0, result.stderr
     inputs = {block.split("output: ")[1].split()[0]: block.split("input: ")[1].splitlines()[0]
               for block in result.stdout.split("rule train:")[1:]}
-    assert inputs["results/runs/d/final.bin"] == \
-        "results/engine/build.json, results/runs/c/final.bin, results/runs/g/final.bin"
+    # (The build record comes through the build_engine checkpoint: <TBD> until the build has run.)
+    assert inputs["results/runs/d/final.bin"] == "<TBD>, results/runs/c/final.bin, results/runs/g/final.bin"
 
 
 @needs_snakemake
@@ -570,8 +572,8 @@ def test_a_search_player_of_a_run_waits_for_its_training(tmp_path):
     assert result.returncode == 0, result.stderr
     inputs = {block.split("output: ")[1].split()[0]: block.split("input: ")[1].splitlines()[0]
               for block in result.stdout.split("rule match:")[1:]}
-    assert inputs["results/matches/shards/s__greedy/0-2.json"] == "results/engine/build.json, results/runs/cand/final.bin"
-    assert inputs["results/matches/shards/greedy__s/0-2.json"] == "results/engine/build.json, results/runs/cand/final.bin"
+    assert inputs["results/matches/shards/s__greedy/0-2.json"] == "<TBD>, results/runs/cand/final.bin"
+    assert inputs["results/matches/shards/greedy__s/0-2.json"] == "<TBD>, results/runs/cand/final.bin"
 
 
 @needs_snakemake
@@ -590,6 +592,13 @@ def test_slurm_profile_dry_run(tmp_path):
     ("players:\n  p: {kind: net, path: nowhere.bin}\n",
      "players.p: checkpoint nowhere.bin does not exist"),
     ("matches:\n  games: 10\n", "missing key 'players'"),
+    # The self-cell's files (N__N.jsonl) beyond the file-name limit: Snakemake stopped mid-DAG on them.
+    (f"players:\n  random: {{kind: random}}\n  {'g' * 124}: {{kind: greedy}}\n",
+     f"matches: the cell of players {'g' * 124!r} and {'g' * 124!r}: its file GUERRILLA__COIN.jsonl would have a "
+     "name of 256 bytes, beyond the 255 a file name may have; shorten the player names"),
+    (f"players: {{random: {{kind: random}}}}\nruns:\n  {'r' * 252}: {{}}\n",
+     f"runs.{shown('r' * 252)}: its file logs/train/RUN.log would have a name of 256 bytes, beyond the 255 a file name "
+     "may have; shorten the run's name"),
 ])
 def test_bad_input_stops_the_dag_before_any_job(tmp_path, config_text, message):
     config = tmp_path / "bad.yaml"
@@ -614,7 +623,7 @@ def test_a_bad_config_override_is_named_as_one(tmp_path):
 
 @pytest.mark.skipif(os.environ.get("GCPIPE_SKIP_SMOKE_DAG") == "1",
                     reason="GCPIPE_SKIP_SMOKE_DAG=1 skips the smoke DAG end to end")
-def test_smoke_dag_end_to_end(tmp_path):
+def test_smoke_dag_end_to_end(tmp_path, edited_engines):
     smoke = str(CONFIGS / "smoke.yaml")
     result = snakemake("--cores", "2", "elo_table", "--configfile", smoke, workdir=tmp_path, timeout=1200)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -684,3 +693,46 @@ def test_smoke_dag_end_to_end(tmp_path):
     changed = {name for name in before if before[name] != after[name] and name.endswith(".jsonl")}
     assert changed == {f"matches/{cell.name}.jsonl" for cell in match_plan(load_config(reseeded))
                        if {"candidate", "search"} & {cell.guerrilla, cell.coin}}
+
+    # An engine change.  The DAG run from an edited copy of the checkout (tests/engines.py; the
+    # edit's new date, as an edit leaves it): its build job, then the plan.  The greedy bot's
+    # tie-break changes games: every training and every game is planned again.
+    def with_engine(copy, *args):
+        if args == ("build_engine",):
+            (copy / BOTS).touch()
+        env = environment(copy, CC=str(edited_engines["compiler"]))
+        result = snakemake("--cores", "2", *args, "--configfile", str(reseeded), workdir=tmp_path, env=env,
+                           timeout=1200, snakefile=copy / "Snakefile")
+        assert result.returncode == 0, result.stderr[-4000:]
+        return result
+
+    tie_break, neutral = edited_engines["tie_break"], edited_engines["neutral"]
+    with_engine(tie_break, "build_engine")
+    plan = with_engine(tie_break, "-n", "elo_table")
+    assert {rule: job_counts(plan.stdout)[rule] for rule in ("train", "match")} == {"train": 5, "match": 41}
+    assert "Params have changed since last execution" in plan.stdout
+    # One shard played for real: its ledger, of the engine before, is played again by this one.
+    shard = results / "matches" / "shards" / "random__mcts" / "0-6.jsonl"
+    with_engine(tie_break, str(shard.with_suffix(".json").relative_to(tmp_path)))
+    new = json.loads((tie_break / "build.json").read_text())["fingerprint"]
+    assert {record["engine"] for record in read_ledger(shard)} == {new}
+    assert "playing afresh" in (results / "logs" / "match" / "random__mcts" / "0-6.log").read_text()
+    # A comment and reordered declarators change no game: the build runs, and of the rest only the
+    # shard just played by the other engine (and what reads it) runs again, to the same bytes.
+    with_engine(neutral, "build_engine")
+    plan = with_engine(neutral, "-n", "elo_table")
+    assert job_counts(plan.stdout) == {"match": 1, "merge": 1, "elo": 1, "provenance": 1, "elo_table": 1}
+    with_engine(neutral, "elo_table")
+    assert digests() == after
+
+
+
+@needs_snakemake
+def test_every_run_reruns_what_a_killed_run_left_incomplete(tmp_path):
+    """After kill -9 of a local Snakemake run, --unlock and the README's plain command stopped with
+    IncompleteFilesException.  The workflow profile, which Snakemake applies to every run of the
+    Snakefile, sets --rerun-incomplete (safe: trainings and matches continue from what they saved)."""
+    assert yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text()) == {"rerun-incomplete": True}
+    result = snakemake("-n", "elo_table", "--configfile", str(CONFIGS / "smoke.yaml"), workdir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"Using workflow specific profile {REPO / 'profiles' / 'default'} for setting" in result.stderr

@@ -226,10 +226,15 @@ def crosstable_from_ledgers(ledger_paths, order=None, plan: dict | None = None) 
     seen_games: dict[tuple[str, str], dict[int, Path]] = {}
     player_ids: dict[str, dict] = {}
     id_source: dict[str, Path] = {}
+    engine = engine_source = None
     for path in map(Path, ledger_paths):
         records = read_ledger(path)
         if not records:
             raise UserError(f"{path}: no finished games")
+        if engine is not None and records[0]["engine"] != engine:
+            raise UserError(f"{path} was played by engine fingerprint {records[0]['engine']} and {engine_source} by "
+                            f"{engine}: one table holds the games of one engine; play them again with one engine")
+        engine, engine_source = records[0]["engine"], path
         if plan is not None:
             _check_planned(path, records, plan)
         first = records[0]

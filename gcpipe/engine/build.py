@@ -1,4 +1,5 @@
-"""`gcpipe build`: recompile the C engine in place and record how it was built."""
+"""`gcpipe build`: recompile the C engine in place and record how it was built and its behaviour
+fingerprint (gcpipe/fingerprint.py, run in a child process after the build)."""
 from __future__ import annotations
 
 import hashlib
@@ -48,6 +49,18 @@ def _build_failure(output: str) -> str:
     return (reasons + lines[-1:] + ["no output"])[0]
 
 
+def built_fingerprint() -> str:
+    """The behaviour fingerprint of the library just built (gcpipe/fingerprint.py), computed in a
+    fresh process: this one may hold the library from before the build.  That process also
+    caches it beside the library, so the commands that follow read it."""
+    proc = subprocess.run([sys.executable, "-m", "gcpipe.fingerprint"], cwd=REPO, capture_output=True, text=True,
+                          env={key: value for key, value in os.environ.items() if key != "GCPIPE_SIMD"})
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines() or ["no output"]
+        raise UserError(f"the engine built, but its behaviour fingerprint could not be computed: {lines[-1]}")
+    return proc.stdout.strip()
+
+
 def rebuild(native: bool = False, record: Path | None = paths.ENGINE_BUILD) -> dict:
     """Compiles csrc/ into gcpipe/_engine in place (setuptools build_ext --inplace) with the
     flags of gcpipe/engine/_build.py, plus -march=native when asked; writes the build record."""
@@ -68,6 +81,7 @@ def rebuild(native: bool = False, record: Path | None = paths.ENGINE_BUILD) -> d
         "sources_sha256": source_hash(),
         "python": platform.python_version(),
         "machine": platform.machine(),
+        "fingerprint": built_fingerprint(),
     }
     if record is not None:
         atomic_write_text(Path(record), json.dumps(info, indent=2) + "\n")

@@ -102,7 +102,7 @@ def compare(candidate_spec: str, baseline_spec: str, games: int = 1000, book: Pl
     state = None
     if sprt is None:
         results = {(g.name, c.name): run_match(g, c, games, out=ledgers[(g.name, c.name)], workers=workers,
-                                               progress=progress) for g, c in cells}
+                                               progress=progress, exact=False) for g, c in cells}
         pairs = games
     else:
         # Pairs per step, by the slowest player: a step is two run_match calls, whose worker
@@ -134,7 +134,7 @@ def _sequential(test: SPRT, pairing, ledgers, max_pairs: int, step: int, workers
             count = min(step, max_pairs - first)
             for (guerrilla, coin), key in zip(pairing, keys):
                 results[key] = run_match(guerrilla, coin, count, first_game=first, out=ledgers[key], workers=workers,
-                                         progress=False)
+                                         progress=False, exact=False)
             wins = pair_wins(*(read_ledger(ledgers[key]) for key in keys), first + count)
             state = test.scan(wins, start=state.pairs)
             if state.decision:

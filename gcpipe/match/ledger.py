@@ -15,12 +15,21 @@ A ledger holds the games of one cell (Guerrilla player G, COIN player C), conven
                   "stalemate", "ply_cap")
     guerrilla_id  dict identifying the Guerrilla player (kind, parameters, checkpoint sha256, ...)
     coin_id       dict identifying the COIN player
+    engine        the behaviour fingerprint of the engine that played the game (16 hex digits,
+                  gcpipe/fingerprint.py), the same for the whole ledger
+
+The fingerprint is a key of every record, not a header line: every line stays a complete,
+self-describing record that the same rules check (no line of another kind, no state carried
+from one line to the next), a merge of shards or a `head -n` of a ledger keeps it, and a reader
+that skips lines cannot lose it.  A ledger written before records carried it is refused as
+such ("no engine fingerprint"); the pipeline's match jobs play it again.
 
 Every line is exactly the bytes encode_record writes (compact JSON, "\n" line ends), and every
 record's seed is the rules.md §8 seed of its game index for one pair of roster positions, the
 same for the whole ledger; `gcpipe match`, `merge` and `elo` all read ledgers here, so all apply
 these checks.  A writer holds an exclusive lock on the ledger for its life: a second writer is
-refused with the holder's PID.
+refused with the holder's PID, and so is a reader (`merge`, `elo`, `compare`, `view`): a ledger
+being written is not yet the whole cell.
 
 Writes are flushed and fsynced per game, so a killed match loses at most the game in flight.
 A torn last line (no final newline, or not JSON) is what such a kill leaves behind: readers
@@ -32,18 +41,24 @@ import functools
 import json
 import math
 import os
+import re
+import sys
 from pathlib import Path
 
 from gcpipe.engine import END_REASONS as ENGINE_END_REASONS, MAX_GAME_LENGTH, SIDE_NAMES as SIDES
 from gcpipe.engine.game import is_seed
 from gcpipe.errors import UserError, check_int, is_int
-from gcpipe.io import (atomic_write_json, atomic_write_text, naming, open_locked_file, read_bytes,
-                       remove_stale_temps)
+from gcpipe.fingerprint import FINGERPRINT_DIGITS
+from gcpipe.io import (atomic_write_json, atomic_write_text, check_output_file, naming, open_locked_file,
+                       read_bytes, refuse_while_written, remove_stale_temps)
 from gcpipe.schema import ROSTER_POSITIONS
 from gcpipe.stats.normal import Z95
 
 RECORD_KEYS = ("cell", "guerrilla", "coin", "game", "seed", "winner", "plies", "end",
-               "guerrilla_id", "coin_id")
+               "guerrilla_id", "coin_id", "engine")
+_FINGERPRINT = re.compile(f"[0-9a-f]{{{FINGERPRINT_DIGITS}}}")
+LEGACY_PROBLEM = ("no engine fingerprint (written before ledgers recorded which engine played them, so its games "
+                  "cannot be told from this engine's)")
 # Tournament games (rules.md §8) end by the rules or the ply cap, never by the env's tick limit.
 END_REASONS = tuple(reason for reason in ENGINE_END_REASONS if reason not in ("none", "timeout"))
 # Which side each way of ending implies as the winner (rules.md §4 and §8; the ply cap is a COIN win).
@@ -88,9 +103,25 @@ def summary_path_for(ledger_path) -> Path:
 
 
 def _check_ledger_name(path: Path) -> None:
-    """A ledger named *.json would be its own summary: the summary's write would replace its games."""
+    """A ledger is named *.jsonl, so that its summary (the name with .json) is its own: a ledger
+    named *.json would be its own summary (the summary's write would replace its games), and
+    s/x.txt and s/x.jsonl would share s/x.json."""
     if summary_path_for(path) == path:
         raise UserError(f"ledger {path} ends in .json, the name its summary takes beside it; name it .jsonl")
+    if path.suffix != ".jsonl" or path.name == ".jsonl":
+        raise UserError(f"ledger {path} does not end in .jsonl; name it so (G__C.jsonl: its summary takes the "
+                        f"same name with .json)")
+
+
+def check_ledger_path(out) -> Path:
+    """The ledger file an --out names: a file can be written there (check_output_file: not a
+    device or FIFO), not a folder (an existing one, or a name ending in /), named *.jsonl
+    (_check_ledger_name)."""
+    check_output_file(Path(out))
+    if Path(out).is_dir() or str(out).endswith(("/", os.sep)):
+        raise UserError(f"--out {out} is a folder; give the ledger's file name (G__C.jsonl)")
+    _check_ledger_name(Path(out))
+    return Path(out)
 
 
 def _record_problem(record) -> str | None:
@@ -98,6 +129,8 @@ def _record_problem(record) -> str | None:
     if not isinstance(record, dict):
         return "a record must be a JSON object"
     if tuple(record) != RECORD_KEYS:
+        if tuple(record) == RECORD_KEYS[:-1]:
+            return LEGACY_PROBLEM
         missing = [key for key in RECORD_KEYS if key not in record]
         unknown = [key for key in record if key not in RECORD_KEYS]
         if missing:
@@ -127,6 +160,8 @@ def _record_problem(record) -> str | None:
     for key in ("guerrilla_id", "coin_id"):
         if not isinstance(record[key], dict):
             return f"{key} must be a JSON object"
+    if not isinstance(record["engine"], str) or not _FINGERPRINT.fullmatch(record["engine"]):
+        return f"engine must be an engine fingerprint ({FINGERPRINT_DIGITS} hex digits)"
     return None
 
 
@@ -138,6 +173,9 @@ def _inconsistency(record, first) -> str | None:
     for key in ("guerrilla_id", "coin_id"):
         if record[key] != first[key]:
             return f"{key} {record[key]} differs from the ledger's {first[key]}"
+    if record["engine"] != first["engine"]:
+        return (f"game {record['game']} was played by engine fingerprint {record['engine']}, the ledger's "
+                f"games by {first['engine']}")
     pair = seed_pair(first)
     if pair is None:
         return (f"game {first['game']} has seed {first['seed']}, which the seed formula of rules.md §8 "
@@ -182,7 +220,12 @@ def _parse(path: Path) -> tuple[list[dict], int]:
             if index == len(complete) - 1 and not tail:
                 break  # a torn last line that happens to end in a newline byte
             raise UserError(f"{path}:{line_number}: not valid JSON") from None
+        except ValueError:   # an integer beyond Python's integer-string limit (sys.get_int_max_str_digits)
+            raise UserError(f"{path}:{line_number}: a number of over {sys.get_int_max_str_digits():,} digits, "
+                            f"which no valid record holds") from None
         problem = _record_problem(record)
+        if problem == LEGACY_PROBLEM:
+            raise LegacyLedgerError(f"{path}:{line_number}: {problem}")
         if not problem:
             problem = _inconsistency(record, records[0] if records else record)
         if not problem and raw + b"\n" != _line(record).encode("utf-8"):
@@ -198,12 +241,18 @@ def _parse(path: Path) -> tuple[list[dict], int]:
     return records, intact_bytes
 
 
+class LegacyLedgerError(UserError):
+    """A ledger whose records carry no engine fingerprint (LEGACY_PROBLEM)."""
+
+
 def read_ledger(path) -> list[dict]:
     """All finished games of a ledger, in file order; a torn last line is ignored.
 
     Raises UserError ("path:line: reason") on a malformed line before the last, an invalid
-    record, a record of another cell or other players, or a repeated game index.
+    record, a record of another cell or other players, or a repeated game index; and, naming
+    its PID, while a writer (a match, a merge) holds the ledger.
     """
+    refuse_while_written(path, "ledger")
     return _parse(Path(path))[0]
 
 
@@ -213,13 +262,16 @@ class LedgerWriter:
     Opening locks the ledger (a second writer gets a UserError naming this one's PID), reads it
     (validating it like read_ledger) and truncates a torn last line so the next append starts on
     a clean line. `records` holds what is already there, so a match runner resumes with the
-    games not in `done_games`.
+    games not in `done_games`.  With `replace_legacy`, a ledger without engine fingerprints is
+    emptied (`replaced` says why) instead of refused.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, replace_legacy: bool = False):
         self.path = Path(path)
         self._handle = None
         self.records: list[dict] = []
+        self.replace_legacy = replace_legacy
+        self.replaced: str | None = None
 
     @property
     def done_games(self) -> set[int]:
@@ -232,7 +284,12 @@ class LedgerWriter:
         try:
             # Under the lock, a leftover temp file of this ledger's summary is a killed writer's.
             remove_stale_temps(self.path.parent, summary_path_for(self.path).name)
-            self.records, intact_bytes = _parse(self.path)
+            try:
+                self.records, intact_bytes = _parse(self.path)
+            except LegacyLedgerError as legacy:
+                if not self.replace_legacy:
+                    raise
+                self.replaced, intact_bytes = str(legacy), 0
             if intact_bytes != self.path.stat().st_size:
                 os.truncate(self.path, intact_bytes)
         except BaseException:
@@ -328,6 +385,7 @@ def summarize(records) -> dict:
         "end_reasons": {end: sum(record["end"] == end for record in records) for end in END_REASONS},
         "guerrilla_id": first["guerrilla_id"],
         "coin_id": first["coin_id"],
+        "engine": first["engine"],
     }
 
 
@@ -347,9 +405,7 @@ def merge_shards(shard_paths, out_path, games: int | None = None) -> list[dict]:
     """
     if not shard_paths:
         raise UserError("merge needs at least one shard ledger")
-    if Path(out_path).is_dir() or str(out_path).endswith(("/", os.sep)):
-        raise UserError(f"--out {out_path} is a folder; give the merged ledger's file name (G__C.jsonl)")
-    _check_ledger_name(Path(out_path))
+    check_ledger_path(out_path)
     merged: dict[int, dict] = {}
     source: dict[int, Path] = {}
     first = None

@@ -5,7 +5,9 @@ By default a cell gets two pictures, the first game (lowest index) the Guerrilla
 the COIN won (VIEW_FILES); `games` draws chosen indices instead (game-N.svg).  A game whose replay
 does not reproduce its ledger record (the runner and the single-game replay disagreeing on how a
 player steps) is never drawn: the default picks the next game of the same outcome and says so in
-the picture; a chosen index is an error.  The SVG text depends on the ledger and the players only.
+the picture; a chosen index is an error.  A ledger of an engine of another behaviour fingerprint
+is refused: its games would replay as other games.  The SVG text depends on the ledger and the
+players only.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from xml.sax.saxutils import escape
 from gcpipe.engine import Game
 from gcpipe.engine.game import action_to_string
 from gcpipe.errors import UserError
+from gcpipe.fingerprint import engine_fingerprint
 from gcpipe.io import atomic_write_text
 from gcpipe.match.ledger import SIDES, read_ledger
 from gcpipe.match.replay import Replay, replay_record
@@ -35,6 +38,10 @@ def view_ledger(ledger, out_dir, games=None) -> list[Path]:
     records = read_ledger(ledger)
     if not records:
         raise UserError(f"{ledger}: no finished games to draw")
+    if records[0]["engine"] != engine_fingerprint():   # its games replay as other games here
+        raise UserError(f"{ledger} was played by an engine of another behaviour (engine fingerprint "
+                        f"{records[0]['engine']} there, {engine_fingerprint()} now): this engine cannot replay "
+                        f"its games; play them again (gcpipe match --replace-others)")
     by_game = {record["game"]: record for record in records}
     pictures = {}
     if games:

@@ -11,7 +11,9 @@ replays the epochs since, which — with the same config, seeds and thread count
 bytes as a run that was never stopped; so rerunning a killed `gcpipe train` (or its Snakemake
 job) continues it.  Changed settings (other than RESULT_NEUTRAL_SETTINGS) or another init or
 teacher checkpoint, or `restart=True`, start the run over; so does continuing on another torch device (a
-saved state holds its device's random streams; a finished run is kept).
+saved state holds its device's random streams; a finished run is kept), and so does an engine of
+another behaviour (config.json and state.pt record the engine fingerprint, gcpipe/fingerprint.py:
+the rollouts, the opponents and the evaluation are the engine's games), finished run included.
 
 Safety: the trainer holds an exclusive lock on the run folder (a second trainer of the same
 folder is refused with the holder's PID) and removes temp files of killed writes.  state.pt,
@@ -41,6 +43,7 @@ from gcpipe import paths
 from gcpipe.engine import COIN, GUERRILLA, SIDE_NAMES
 from gcpipe.engine.vecenv import LOG_FIELDS
 from gcpipe.errors import UserError, print_stderr
+from gcpipe.fingerprint import engine_fingerprint
 from gcpipe.torch_env import set_threads
 from gcpipe.train.heap import keep_freed_blocks
 from gcpipe.io import (atomic_write_json, checksum_path, checksum_problem, keep_previous, locked_folder, read_bytes,
@@ -100,6 +103,7 @@ def train(run: str, config: TrainConfig, out_dir=None, *, restart: bool = False,
     record = {"run": run, "config": config.to_dict(),
               "derived": {"num_agents": config.num_agents, "steps_per_epoch": config.steps_per_epoch,
                           "total_epochs": config.total_epochs, "device": device.type,
+                          "engine": engine_fingerprint(),
                           "init_sha256": init_checkpoint.sha256 if init_checkpoint else None,
                           **({"teacher_sha256": {side: teacher.sha256 for side, teacher in zip(SIDE_NAMES, teachers)}}
                              if teachers else {})}}
@@ -143,8 +147,8 @@ def _learn(run: str, config: TrainConfig, out: Path, record: dict, init_checkpoi
                 return out
             say(f"{run}: {final} is unusable ({problem}); writing it again from the saved state")
         if previous is not None and not same_config and not restart and _saved_files(out):
-            say(f"{run}: the settings differ from the run in {out} ({_differences(previous, record)}); starting "
-                f"over, which discards {_describe(_saved_files(out))}")
+            say(f"{run}: {_differences(previous, record, out)}; starting over, which discards "
+                f"{_describe(_saved_files(out))}")
 
         resume = same_config and not restart
         saved_on = previous.get("derived", {}).get("device", "cpu") if previous is not None else device.type
@@ -269,6 +273,9 @@ def _read_state(path: Path, metrics: Path) -> tuple[dict | None, str | None]:
     if prefix.split(b"\n", 1)[0].rstrip(b"\r").decode(errors="replace") != ",".join(METRIC_FIELDS):
         return None, ("metrics.csv has another gcpipe version's columns (a run continues under the version it "
                       "began with)")
+    if state.get("engine", engine_fingerprint()) != engine_fingerprint():   # (config.json said otherwise)
+        return None, (f"it was saved by an engine of another behaviour (engine fingerprint {state['engine']}, "
+                      f"{engine_fingerprint()} now)")
     return state, None
 
 
@@ -377,7 +384,7 @@ def _save_state(trainer, out: Path, wall_time: float) -> None:
     metrics rows it continues (written atomically, checksummed; the state before it is kept)."""
     metrics = (out / "metrics.csv").read_bytes()
     state = {"ppo": trainer.state_dict(), "wall_time": wall_time, "metrics_bytes": len(metrics),
-             "metrics_sha256": hashlib.sha256(metrics).hexdigest()}
+             "metrics_sha256": hashlib.sha256(metrics).hexdigest(), "engine": engine_fingerprint()}
     buffer = io.BytesIO()
     torch.save(state, buffer)
     keep_previous(out / STATE_FILE, out / PREVIOUS_STATE_FILE)
@@ -431,13 +438,20 @@ def _comparable(record: dict) -> dict:
     defaults = {key: spec["default"] for key, spec in run_schema()["properties"].items() if "default" in spec}
     return {"run": record.get("run"), "config": result_settings({**defaults, **record.get("config", {})}),
             "init": record.get("derived", {}).get("init_sha256"),
-            "teachers": record.get("derived", {}).get("teacher_sha256")}
+            "teachers": record.get("derived", {}).get("teacher_sha256"),
+            "engine": record.get("derived", {}).get("engine")}   # (None: a run from before it was recorded)
 
 
-def _differences(previous: dict, record: dict) -> str:
+def _differences(previous: dict, record: dict, out: Path) -> str:
+    """Why the run in `out` (its config.json `previous`) is not the run of `record`, in words."""
     before, now = _comparable(previous), _comparable(record)
     keys = sorted(key for key in set(before["config"]) | set(now["config"])
                   if before["config"].get(key) != now["config"].get(key))
-    return ", ".join(keys + ["the init checkpoint"] * (before["init"] != now["init"]) +
-                     ["a teacher checkpoint"] * (before["teachers"] != now["teachers"]) +
-                     ["the run name"] * (before["run"] != now["run"])) or "settings"
+    settings = ", ".join(keys + ["the init checkpoint"] * (before["init"] != now["init"]) +
+                         ["a teacher checkpoint"] * (before["teachers"] != now["teachers"]) +
+                         ["the run name"] * (before["run"] != now["run"]))
+    if before["engine"] == now["engine"]:
+        return f"the settings differ from the run in {out} ({settings or 'settings'})"
+    engine = (f"the run in {out} was trained by an engine of another behaviour (engine fingerprint "
+              f"{before['engine'] or 'not recorded'} there, {now['engine']} now)")
+    return engine + (f" and its settings differ ({settings})" if settings else "")
