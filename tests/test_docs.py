@@ -214,7 +214,7 @@ def test_a_renamed_or_missing_section_fails(tmp_path):
     renamed = dict(pages, **{"rules.md": pages["rules.md"].replace("## 8. Random", "## 10. Random")})
     errors = citation_errors(files, renamed)
     assert errors and all("no section 8" in e for e in errors)
-    assert any(e.startswith("gcpipe/match/ledger.py:57: 'rules.md §8'") for e in errors)
+    assert any(e.startswith("gcpipe/match/ledger.py:") and "'rules.md §8'" in e for e in errors)
     renamed = dict(pages, **{"rules.md": pages["rules.md"].replace("### 4.3 No", "### 4.5 No")})
     assert any("has no section 4.3" in e for e in citation_errors(files, renamed))
     missing = {page: text for page, text in pages.items() if page != "model.md"}
