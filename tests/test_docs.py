@@ -246,7 +246,7 @@ def test_the_published_tables_are_the_ones_the_tests_use():
 ORDINAL = (r"(?:fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|[a-z]+teenth|[a-z]+tieth"
            r"|(?:twenty|thirty|forty)-(?:first|second|third|[a-z]+th))")
 NARRATION = [
-    re.compile(r"(?<!ssh )\bsessions?\b", re.I),
+    re.compile(r"(?<!ssh )(?<!scope=\")(?<!scope=')\bsessions?\b", re.I),   # not pytest's scope="session"
     re.compile(r"\bissues?\s*#?\s*\d+", re.I),
     re.compile(r"\bthe issue(?:'s|’s)?\b", re.I),
     re.compile(r"\bissue target", re.I),
@@ -283,6 +283,7 @@ def narration(files: dict[str, str]) -> list[str]:
     ("as the reviewer asked", True),
     ("a closed ssh session", False),
     ("start_new_session=True", False),
+    ('@pytest.fixture(scope="session")', False),
     ("about a tenth of a second", False),
     ("a tenth of MCTS 10K's time", False),
     ("the fifth of the envs that play MCTS", False),
