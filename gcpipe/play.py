@@ -11,7 +11,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from gcpipe.engine import SIDE_NAMES, Game, GameBatch, IllegalActionError
+from gcpipe.engine import NUM_ACTIONS, SIDE_NAMES, Game, GameBatch, IllegalActionError
 from gcpipe.errors import UserError
 from gcpipe.players import PlayerBook
 
@@ -78,12 +78,22 @@ def _ask_move(game: Game, read_line, write) -> int | None:
             write(str(game))
             continue
         try:
-            action = game.string_to_action(text)
-            if action not in game.legal_actions():
-                raise IllegalActionError(f"'{text}' is not legal here")
-            return action
+            return read_move(game, text)
         except UserError as error:
             write(f"{error}. {legal_move_hint(game)}")
+
+
+def read_move(game: Game, text: str) -> int:
+    """The action a move in the notation above names, if it is legal in `game`; else a UserError
+    (IllegalActionError when the move reads but cannot be played) saying why."""
+    action = game.string_to_action(text)
+    if game.is_terminal():
+        raise IllegalActionError(f"'{text}' cannot be played: the game is over")
+    if action not in game.legal_actions():
+        if not 0 <= action < NUM_ACTIONS:
+            raise IllegalActionError(f"'{text}' is out of range (actions are #0 .. #{NUM_ACTIONS - 1})")
+        raise IllegalActionError(f"'{text}' is not legal here")
+    return action
 
 
 def scripted(lines: list[str]) -> Callable[[str], str]:
