@@ -139,8 +139,8 @@ tr.played td{background:#fde8e8}
 <div id="main">
 <div id="left">
 <svg id="board" width="360" height="360" viewBox="-20 -20 340 340" role="img" aria-label="board"></svg>
-<div id="controls"><button id="first" title="Start (Home)">&#x23EE;</button><button id="prev" title="Back (Left)">&#x25C0;</button>
-<button id="next" title="Forward (Right)">&#x25B6;</button><button id="last" title="End (End)">&#x23ED;</button>
+<div id="controls"><button id="first" title="Start (Home)">&#x7C;&#x25C0;</button><button id="prev" title="Back (Left)">&#x25C0;</button>
+<button id="next" title="Forward (Right)">&#x25B6;</button><button id="last" title="End (End)">&#x25B6;&#x7C;</button>
 <span id="plylabel"></span></div>
 <div id="movetext"></div>
 </div>
