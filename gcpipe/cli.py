@@ -535,6 +535,25 @@ def play(side: str = typer.Option("guerrilla", "--side", help="The side you play
     run(side, opponent, seed=seed, book=player_book(config))
 
 
+@app.command()
+def serve(opponent: str = typer.Option("greedy", "--opponent",
+                                       help="random, greedy, mcts:N, net:FILE.bin, search:FILE.bin:SIMS, or a "
+                                            "player of --config."),
+          side: str = typer.Option("guerrilla", "--side", help="The side you play: guerrilla or coin."),
+          ledger: Path = typer.Option(..., "--ledger", help="The ledger the finished games are appended to."),
+          name: str = typer.Option("human", "--name", help="Your name in the ledger."),
+          port: int = typer.Option(8000, "--port", help="The port on localhost (0: a free one)."),
+          config: Path = typer.Option(None, "--config", help="Pipeline config whose players can be named.")):
+    """Play a bot or a network in the browser: the board served on localhost, every finished game
+    appended to --ledger."""
+    from gcpipe.analysis.serve import serve as run
+    from gcpipe.config import player_book
+    from gcpipe.errors import check_int
+
+    check_int("--port", port, 0, 65535)
+    run(side, opponent, ledger, port=port, name=name, book=player_book(config), announce=typer.echo)
+
+
 # -- text of match results --------------------------------------------------------------------
 def format_match(result) -> str:
     """One line per cell: wins each way, the Guerrilla win rate with its 95% interval, mean plies."""

@@ -176,3 +176,39 @@ def test_the_layout_at_one_ply(game, browser_page):
     for selector in ("#controls", "#topmoves", "#turning"):
         assert page.locator(selector).is_visible(), selector
     assert re.fullmatch(r"Ply 12 / \d+", page.locator("#plylabel").text_content())
+
+
+def test_a_person_plays_in_the_browser(tmp_path):
+    """gcpipe serve's page: the person clicks legal moves until the game ends; the ledger has it."""
+    import threading
+
+    from gcpipe.analysis.serve import Table, make_server
+
+    table = Table("guerrilla", "greedy", tmp_path / "human__greedy.jsonl")
+    httpd = make_server(table, port=0)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with playwright.sync_playwright() as driver, tempfile.TemporaryDirectory() as profile:
+            context = driver.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS,
+                                                                headless=True, viewport=VIEWPORT)
+            page = context.new_page()
+            page.goto(f"http://127.0.0.1:{httpd.server_address[1]}/")
+            page.wait_for_selector("#legal button.legal")
+            clicks = 0
+            while page.locator("#legal button.legal").count():
+                before = page.evaluate("window.lastState.ply")
+                page.locator("#legal button.legal").first.click()
+                page.wait_for_function(f"window.lastState.ply > {before}")
+                clicks += 1
+                state = page.evaluate("window.lastState")
+                assert page.locator("#board").get_attribute("data-stones") == ",".join(map(str, state["stones"]))
+            context.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        table.close()
+    record, = read_ledger(tmp_path / "human__greedy.jsonl")
+    assert (record["plies"], record["winner"], record["end"]) == (len(state["moves"]), state["winner"], state["end"])
+    # Every Guerrilla move (points are lower case) was a click: the first legal move each time.
+    assert clicks == sum(move[0].islower() for move in state["moves"]) >= 1
+    assert state["moves"][0] == "a1-a2"

@@ -108,15 +108,13 @@ def page_html(data: dict) -> str:
     payload = json.dumps({**data, **board_names()}, separators=(",", ":"), allow_nan=False)
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     title = data["title"].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _PAGE.replace("%TITLE%", title).replace("%DATA%", payload)
+    return (_PAGE.replace("%STYLE%", BOARD_STYLE).replace("%BOARD%", BOARD_JS).replace("%TITLE%", title)
+            .replace("%DATA%", payload))
 
 
-_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>%TITLE%</title>
-<style>
-body{font-family:sans-serif;font-size:14px;margin:12px;color:#222;background:#fff}
+# The page's styles and its board (the review page's and gcpipe serve's): `drawBoard(p, ply)` draws
+# a position {stones, coins, placed, step, captured, side} into the <svg id="board">.
+BOARD_STYLE = """body{font-family:sans-serif;font-size:14px;margin:12px;color:#222;background:#fff}
 h1{font-size:16px;margin:0 0 4px}
 .sub{color:#555;margin:2px 0}
 #main{display:flex;flex-wrap:wrap;gap:16px;margin-top:8px}
@@ -133,7 +131,42 @@ tr.played td{background:#fde8e8}
 #turning button{display:block;margin:3px 0;text-align:left;width:100%}
 .legend span{display:inline-block;width:18px;height:3px;vertical-align:middle;margin:0 4px 0 10px}
 #values{margin:4px 0;font-variant-numeric:tabular-nums}
-</style></head>
+"""
+BOARD_JS = r"""var S=36, NS="http://www.w3.org/2000/svg";
+function el(name,attrs,parent){var e=document.createElementNS(NS,name);for(var k in attrs)e.setAttribute(k,attrs[k]);
+ if(parent)parent.appendChild(e);return e;}
+function sq(c){return [(c%8)*S+S/2,Math.floor(c/8)*S+S/2];}
+function pt(g){return [(g%7+1)*S,(Math.floor(g/7)+1)*S];}
+var board=document.getElementById("board");
+var base=el("g",{id:"squares"},board);
+for(var y=0;y<8;y++)for(var x=0;x<8;x++)el("rect",{x:x*S,y:y*S,width:S,height:S,fill:(x+y)%2?"#c8b48a":"#f3ecd9"},base);
+el("rect",{x:0,y:0,width:8*S,height:8*S,fill:"none",stroke:"#555"},base);
+for(var i=0;i<8;i++){var t=el("text",{x:i*S+S/2,y:-6,"text-anchor":"middle","font-size":11},base);t.textContent="ABCDEFGH"[i];
+ t=el("text",{x:-8,y:i*S+S/2+4,"text-anchor":"middle","font-size":11},base);t.textContent=String(i+1);}
+for(i=0;i<7;i++){t=el("text",{x:(i+1)*S,y:8*S+14,"text-anchor":"middle","font-size":10,fill:"#666"},base);t.textContent="abcdefg"[i];
+ t=el("text",{x:8*S+10,y:(i+1)*S+4,"text-anchor":"middle","font-size":10,fill:"#666"},base);t.textContent=String(i+1);}
+var pieces=el("g",{id:"pieces"},board);
+var defs=el("defs",{},board);var mk=el("marker",{id:"arrowhead",viewBox:"0 0 6 6",refX:5,refY:3,markerWidth:4,markerHeight:4,orient:"auto"},defs);
+el("path",{d:"M0 0L6 3L0 6z",fill:"#1f77b4"},mk);
+function cross(x,y,g){el("path",{"class":"captured",d:"M"+(x-7)+" "+(y-7)+"L"+(x+7)+" "+(y+7)+"M"+(x-7)+" "+(y+7)+"L"+(x+7)+" "+(y-7),stroke:"#d62728","stroke-width":3},g);}
+function drawBoard(p,ply){
+ while(pieces.firstChild)pieces.removeChild(pieces.firstChild);
+ p.coins.forEach(function(c){var a=sq(c);el("circle",{"class":"coin",cx:a[0],cy:a[1],r:12,fill:"#f2c14e",stroke:"#7a5c00","stroke-width":2},pieces);});
+ p.stones.forEach(function(g){var a=pt(g);el("circle",{"class":"stone",cx:a[0],cy:a[1],r:8,fill:"#222"},pieces);});
+ p.placed.forEach(function(g){var a=pt(g);el("circle",{"class":"placed",cx:a[0],cy:a[1],r:11,fill:"none",stroke:"#d62728","stroke-width":3},pieces);});
+ if(p.step){var a=sq(p.step[0]),b=sq(p.step[1]);el("line",{"class":"step",x1:a[0],y1:a[1],x2:b[0],y2:b[1],stroke:"#1f77b4","stroke-width":3,"marker-end":"url(#arrowhead)"},pieces);}
+ p.captured.forEach(function(k){var a=p.side==="guerrilla"?sq(k):pt(k);cross(a[0],a[1],pieces);});
+ board.setAttribute("data-ply",String(ply));
+ board.setAttribute("data-stones",p.stones.join(","));board.setAttribute("data-coins",p.coins.join(","));
+}
+"""
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>%TITLE%</title>
+<style>
+%STYLE%</style></head>
 <body>
 <h1 id="title"></h1><div class="sub" id="players"></div><div class="sub" id="analyst"></div><div class="sub" id="notes"></div>
 <div id="main">
@@ -157,39 +190,14 @@ tr.played td{background:#fde8e8}
 (function(){
 "use strict";
 var D=JSON.parse(document.getElementById("data").textContent);
-var S=36, NS="http://www.w3.org/2000/svg", n=D.plies.length, cur=0;
+var n=D.plies.length, cur=0;
 var CW=600, CH=180, PAD=24, Y0=CH/2, YS=(CH/2-12);
-function el(name,attrs,parent){var e=document.createElementNS(NS,name);for(var k in attrs)e.setAttribute(k,attrs[k]);
- if(parent)parent.appendChild(e);return e;}
-function sq(c){return [(c%8)*S+S/2,Math.floor(c/8)*S+S/2];}
-function pt(g){return [(g%7+1)*S,(Math.floor(g/7)+1)*S];}
+%BOARD%
 function txt(id,s){document.getElementById(id).textContent=s;}
 function fmt(v){return (v>=0?"+":"")+v.toFixed(3);}
 txt("title",D.title);txt("players",D.players||"");
 txt("analyst",D.analyst?"Analysis: "+D.analyst:(n?"No network chosen: no analysis (gcpipe view --analyst SPEC).":""));
 txt("notes",(D.notes||[]).join(" "));
-var board=document.getElementById("board");
-var base=el("g",{id:"squares"},board);
-for(var y=0;y<8;y++)for(var x=0;x<8;x++)el("rect",{x:x*S,y:y*S,width:S,height:S,fill:(x+y)%2?"#c8b48a":"#f3ecd9"},base);
-el("rect",{x:0,y:0,width:8*S,height:8*S,fill:"none",stroke:"#555"},base);
-for(var i=0;i<8;i++){var t=el("text",{x:i*S+S/2,y:-6,"text-anchor":"middle","font-size":11},base);t.textContent="ABCDEFGH"[i];
- t=el("text",{x:-8,y:i*S+S/2+4,"text-anchor":"middle","font-size":11},base);t.textContent=String(i+1);}
-for(i=0;i<7;i++){t=el("text",{x:(i+1)*S,y:8*S+14,"text-anchor":"middle","font-size":10,fill:"#666"},base);t.textContent="abcdefg"[i];
- t=el("text",{x:8*S+10,y:(i+1)*S+4,"text-anchor":"middle","font-size":10,fill:"#666"},base);t.textContent=String(i+1);}
-var pieces=el("g",{id:"pieces"},board);
-var defs=el("defs",{},board);var mk=el("marker",{id:"arrowhead",viewBox:"0 0 6 6",refX:5,refY:3,markerWidth:4,markerHeight:4,orient:"auto"},defs);
-el("path",{d:"M0 0L6 3L0 6z",fill:"#1f77b4"},mk);
-function cross(x,y,g){el("path",{"class":"captured",d:"M"+(x-7)+" "+(y-7)+"L"+(x+7)+" "+(y+7)+"M"+(x-7)+" "+(y+7)+"L"+(x+7)+" "+(y-7),stroke:"#d62728","stroke-width":3},g);}
-function drawBoard(p){
- while(pieces.firstChild)pieces.removeChild(pieces.firstChild);
- p.coins.forEach(function(c){var a=sq(c);el("circle",{"class":"coin",cx:a[0],cy:a[1],r:12,fill:"#f2c14e",stroke:"#7a5c00","stroke-width":2},pieces);});
- p.stones.forEach(function(g){var a=pt(g);el("circle",{"class":"stone",cx:a[0],cy:a[1],r:8,fill:"#222"},pieces);});
- p.placed.forEach(function(g){var a=pt(g);el("circle",{"class":"placed",cx:a[0],cy:a[1],r:11,fill:"none",stroke:"#d62728","stroke-width":3},pieces);});
- if(p.step){var a=sq(p.step[0]),b=sq(p.step[1]);el("line",{"class":"step",x1:a[0],y1:a[1],x2:b[0],y2:b[1],stroke:"#1f77b4","stroke-width":3,"marker-end":"url(#arrowhead)"},pieces);}
- p.captured.forEach(function(k){var a=p.side==="guerrilla"?sq(k):pt(k);cross(a[0],a[1],pieces);});
- board.setAttribute("data-ply",String(cur));
- board.setAttribute("data-stones",p.stones.join(","));board.setAttribute("data-coins",p.coins.join(","));
-}
 var curve=document.getElementById("curve"), hasValue=D.plies.some(function(p){return p.value;});
 curve.setAttribute("data-y-zero",String(Y0));curve.setAttribute("data-y-unit",String(YS));
 function xOf(k){return PAD+(n>1?k*(CW-2*PAD)/(n-1):0);}
@@ -221,7 +229,7 @@ function drawTop(p){var tb=document.getElementById("topmoves");while(tb.firstChi
   var b=document.createElement("td");b.className="num";b.textContent=(100*m[1]).toFixed(1)+"%";tr.appendChild(b);
   if(D.search){var c=document.createElement("td");c.className="num";c.textContent=String(m[2]);tr.appendChild(c);}
   tb.appendChild(tr);});}
-function go(k){if(!n)return;cur=Math.max(0,Math.min(n-1,k));var p=D.plies[cur];drawBoard(p);
+function go(k){if(!n)return;cur=Math.max(0,Math.min(n-1,k));var p=D.plies[cur];drawBoard(p,cur);
  txt("plylabel","Ply "+cur+" / "+(n-1));
  var m=cur?(p.side==="guerrilla"?"Guerrilla ":"COIN ")+"played "+p.move+(p.captured.length?", capturing "+p.captured.length:""):"Start position";
  m+=p.to_move?"; "+(p.to_move==="guerrilla"?"Guerrilla":"COIN")+" to move"+(p.played?" (played "+p.played+")":""):"; game over";
