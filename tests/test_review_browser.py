@@ -52,10 +52,22 @@ def game(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser_page(game):
-    with playwright.sync_playwright() as driver, tempfile.TemporaryDirectory() as profile:
-        context = driver.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS,
-                                                            headless=True, viewport=VIEWPORT)
+def driver():
+    """One Playwright driver for the module (a second one may not start while the first runs)."""
+    with playwright.sync_playwright() as started:
+        yield started
+
+
+def _browser(driver, profile):
+    """Chromium on a fresh profile folder."""
+    return driver.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS, headless=True,
+                                                     viewport=VIEWPORT)
+
+
+@pytest.fixture(scope="module")
+def browser_page(game, driver):
+    with tempfile.TemporaryDirectory() as profile:
+        context = _browser(driver, profile)
         page = context.new_page()
         problems, requests = [], []
         page.on("pageerror", lambda error: problems.append(str(error)))
@@ -178,7 +190,7 @@ def test_the_layout_at_one_ply(game, browser_page):
     assert re.fullmatch(r"Ply 12 / \d+", page.locator("#plylabel").text_content())
 
 
-def test_a_person_plays_in_the_browser(tmp_path):
+def test_a_person_plays_in_the_browser(tmp_path, driver):
     """gcpipe serve's page: the person clicks legal moves until the game ends; the ledger has it."""
     import threading
 
@@ -188,9 +200,8 @@ def test_a_person_plays_in_the_browser(tmp_path):
     httpd = make_server(table, port=0)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        with playwright.sync_playwright() as driver, tempfile.TemporaryDirectory() as profile:
-            context = driver.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS,
-                                                                headless=True, viewport=VIEWPORT)
+        with tempfile.TemporaryDirectory() as profile:
+            context = _browser(driver, profile)
             page = context.new_page()
             page.goto(f"http://127.0.0.1:{httpd.server_address[1]}/")
             page.wait_for_selector("#legal button.legal")
