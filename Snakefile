@@ -29,8 +29,8 @@ from gcpipe.match.viewer import REVIEW_FILES, VIEW_FILES
 from gcpipe.players import roster_positions
 from gcpipe.schema import NAME_PATTERN
 from gcpipe.train.config import result_settings
-from gcpipe.workflow import (check_pipeline, check_results_folder, checkpoint_of, match_plan, prepare_results, resolved_config,
-                             review_analyst, shards)
+from gcpipe.workflow import (check_pipeline, check_results_folder, checkpoint_of, match_plan, prepare_results,
+                             resolved_config, review_analyst, shards)
 
 
 # The default config sits beside this Snakefile (so `--directory` can put results/ anywhere).

@@ -159,8 +159,8 @@ def test_one_ply_from_the_end_against_the_search(files):
     # The move ends the game: its Q is the terminal value from the mover's view, exactly.
     mover_won = record["winner"] == answer["to_move"]
     assert entry["visits"] > 0 and entry["q"] == (1.0 if mover_won else -1.0)
-    player, chosen = _search_by_hand(files["net"], SearchSettings(simulations=256, considered=168), replay.actions[:ply],
-                                     record["seed"])
+    player, chosen = _search_by_hand(files["net"], SearchSettings(simulations=256, considered=168),
+                                     replay.actions[:ply], record["seed"])
     _check_against_the_search(answer, player, chosen, game)
     # The end itself: the game is over, nothing to analyse but the result.
     end = Session().answer({"player": f"net:{files['net']}", "ledger": str(files["ledger"]), "game": record["game"],

@@ -141,20 +141,28 @@ var board=document.getElementById("board");
 var base=el("g",{id:"squares"},board);
 for(var y=0;y<8;y++)for(var x=0;x<8;x++)el("rect",{x:x*S,y:y*S,width:S,height:S,fill:(x+y)%2?"#c8b48a":"#f3ecd9"},base);
 el("rect",{x:0,y:0,width:8*S,height:8*S,fill:"none",stroke:"#555"},base);
-for(var i=0;i<8;i++){var t=el("text",{x:i*S+S/2,y:-6,"text-anchor":"middle","font-size":11},base);t.textContent="ABCDEFGH"[i];
+for(var i=0;i<8;i++){var t=el("text",{x:i*S+S/2,y:-6,"text-anchor":"middle","font-size":11},base);
+ t.textContent="ABCDEFGH"[i];
  t=el("text",{x:-8,y:i*S+S/2+4,"text-anchor":"middle","font-size":11},base);t.textContent=String(i+1);}
-for(i=0;i<7;i++){t=el("text",{x:(i+1)*S,y:8*S+14,"text-anchor":"middle","font-size":10,fill:"#666"},base);t.textContent="abcdefg"[i];
+for(i=0;i<7;i++){t=el("text",{x:(i+1)*S,y:8*S+14,"text-anchor":"middle","font-size":10,fill:"#666"},base);
+ t.textContent="abcdefg"[i];
  t=el("text",{x:8*S+10,y:(i+1)*S+4,"text-anchor":"middle","font-size":10,fill:"#666"},base);t.textContent=String(i+1);}
 var pieces=el("g",{id:"pieces"},board);
-var defs=el("defs",{},board);var mk=el("marker",{id:"arrowhead",viewBox:"0 0 6 6",refX:5,refY:3,markerWidth:4,markerHeight:4,orient:"auto"},defs);
+var defs=el("defs",{},board);var mk=el("marker",{id:"arrowhead",viewBox:"0 0 6 6",refX:5,refY:3,markerWidth:4,
+ markerHeight:4,orient:"auto"},defs);
 el("path",{d:"M0 0L6 3L0 6z",fill:"#1f77b4"},mk);
-function cross(x,y,g){el("path",{"class":"captured",d:"M"+(x-7)+" "+(y-7)+"L"+(x+7)+" "+(y+7)+"M"+(x-7)+" "+(y+7)+"L"+(x+7)+" "+(y-7),stroke:"#d62728","stroke-width":3},g);}
+function cross(x,y,g){el("path",{"class":"captured",
+ d:"M"+(x-7)+" "+(y-7)+"L"+(x+7)+" "+(y+7)+"M"+(x-7)+" "+(y+7)+"L"+(x+7)+" "+(y-7),stroke:"#d62728","stroke-width":3},
+ g);}
 function drawBoard(p,ply){
  while(pieces.firstChild)pieces.removeChild(pieces.firstChild);
- p.coins.forEach(function(c){var a=sq(c);el("circle",{"class":"coin",cx:a[0],cy:a[1],r:12,fill:"#f2c14e",stroke:"#7a5c00","stroke-width":2},pieces);});
+ p.coins.forEach(function(c){var a=sq(c);el("circle",{"class":"coin",cx:a[0],cy:a[1],r:12,fill:"#f2c14e",
+ stroke:"#7a5c00","stroke-width":2},pieces);});
  p.stones.forEach(function(g){var a=pt(g);el("circle",{"class":"stone",cx:a[0],cy:a[1],r:8,fill:"#222"},pieces);});
- p.placed.forEach(function(g){var a=pt(g);el("circle",{"class":"placed",cx:a[0],cy:a[1],r:11,fill:"none",stroke:"#d62728","stroke-width":3},pieces);});
- if(p.step){var a=sq(p.step[0]),b=sq(p.step[1]);el("line",{"class":"step",x1:a[0],y1:a[1],x2:b[0],y2:b[1],stroke:"#1f77b4","stroke-width":3,"marker-end":"url(#arrowhead)"},pieces);}
+ p.placed.forEach(function(g){var a=pt(g);el("circle",{"class":"placed",cx:a[0],cy:a[1],r:11,fill:"none",
+ stroke:"#d62728","stroke-width":3},pieces);});
+ if(p.step){var a=sq(p.step[0]),b=sq(p.step[1]);el("line",{"class":"step",x1:a[0],y1:a[1],x2:b[0],y2:b[1],
+ stroke:"#1f77b4","stroke-width":3,"marker-end":"url(#arrowhead)"},pieces);}
  p.captured.forEach(function(k){var a=p.side==="guerrilla"?sq(k):pt(k);cross(a[0],a[1],pieces);});
  board.setAttribute("data-ply",String(ply));
  board.setAttribute("data-stones",p.stones.join(","));board.setAttribute("data-coins",p.coins.join(","));
@@ -168,11 +176,13 @@ _PAGE = """<!DOCTYPE html>
 <style>
 %STYLE%</style></head>
 <body>
-<h1 id="title"></h1><div class="sub" id="players"></div><div class="sub" id="analyst"></div><div class="sub" id="notes"></div>
+<h1 id="title"></h1><div class="sub" id="players"></div><div class="sub" id="analyst"></div>
+ <div class="sub" id="notes"></div>
 <div id="main">
 <div id="left">
 <svg id="board" width="360" height="360" viewBox="-20 -20 340 340" role="img" aria-label="board"></svg>
-<div id="controls"><button id="first" title="Start (Home)">&#x7C;&#x25C0;</button><button id="prev" title="Back (Left)">&#x25C0;</button>
+<div id="controls"><button id="first" title="Start (Home)">&#x7C;&#x25C0;</button>
+ <button id="prev" title="Back (Left)">&#x25C0;</button>
 <button id="next" title="Forward (Right)">&#x25B6;</button><button id="last" title="End (End)">&#x25B6;&#x7C;</button>
 <span id="plylabel"></span></div>
 <div id="movetext"></div>
@@ -183,7 +193,8 @@ _PAGE = """<!DOCTYPE html>
 <svg id="curve" width="600" height="180" viewBox="0 0 600 180"></svg>
 <div id="values"></div></div>
 <div><b id="toptitle">Top moves</b><table id="topmoves"></table></div>
-<div style="margin-top:10px"><b>Turning points</b> (largest swings of the expected outcome)<div id="turning"></div></div>
+<div style="margin-top:10px"><b>Turning points</b> (largest swings of the expected outcome)<div id="turning"></div>
+ </div>
 </div></div>
 <script type="application/json" id="data">%DATA%</script>
 <script>
@@ -208,22 +219,28 @@ else{
  el("line",{x1:PAD,y1:Y0,x2:CW-PAD,y2:Y0,stroke:"#aaa"},curve);
  [1,-1].forEach(function(v){el("line",{x1:PAD,y1:yOf(v),x2:CW-PAD,y2:yOf(v),stroke:"#eee"},curve);
   var t=el("text",{x:2,y:yOf(v)+4,"font-size":10,fill:"#666"},curve);t.textContent=v>0?"+1":"-1";});
- ["guerrilla","coin"].forEach(function(side,j){var pts=[];D.plies.forEach(function(p,k){if(p.value)pts.push(xOf(k).toFixed(2)+","+yOf(p.value[j]).toFixed(2));});
-  el("polyline",{id:"curve-"+side,points:pts.join(" "),fill:"none",stroke:j?"#c99a06":"#222","stroke-width":1.5},curve);});
- D.turning.forEach(function(t){el("circle",{cx:xOf(t.ply),cy:yOf(D.plies[t.ply].value[0]),r:3.5,fill:"#d62728"},curve);});
+ ["guerrilla","coin"].forEach(function(side,j){var pts=[];D.plies.forEach(function(p,k){
+ if(p.value)pts.push(xOf(k).toFixed(2)+","+yOf(p.value[j]).toFixed(2));});
+  el("polyline",{id:"curve-"+side,points:pts.join(" "),fill:"none",stroke:j?"#c99a06":"#222","stroke-width":1.5},
+ curve);});
+ D.turning.forEach(function(t){el("circle",{cx:xOf(t.ply),cy:yOf(D.plies[t.ply].value[0]),r:3.5,fill:"#d62728"},
+ curve);});
  cursor=el("line",{id:"cursor",y1:4,y2:CH-4,stroke:"#1f77b4","stroke-width":1.5},curve);
  curve.addEventListener("click",function(ev){var r=curve.getBoundingClientRect();var x=(ev.clientX-r.left)*CW/r.width;
   go(Math.round((x-PAD)*(n-1)/(CW-2*PAD)));});
 }
 var tt=document.getElementById("turning");
 if(!D.turning||!D.turning.length){tt.textContent=hasValue?"none":"(needs a network with a value head)";}
-(D.turning||[]).forEach(function(t){var b=document.createElement("button");b.className="turn";b.setAttribute("data-ply",String(t.ply));
- b.textContent="Ply "+t.ply+": "+(t.side==="guerrilla"?"Guerrilla ":"COIN ")+t.move+"  outcome "+fmt(t.before)+" \\u2192 "+fmt(t.after);
+(D.turning||[]).forEach(function(t){var b=document.createElement("button");b.className="turn";
+ b.setAttribute("data-ply",String(t.ply));
+ b.textContent="Ply "+t.ply+": "+(t.side==="guerrilla"?"Guerrilla ":"COIN ")+t.move+
+  "  outcome "+fmt(t.before)+" \\u2192 "+fmt(t.after);
  b.addEventListener("click",function(){go(t.ply);});tt.appendChild(b);});
 function drawTop(p){var tb=document.getElementById("topmoves");while(tb.firstChild)tb.removeChild(tb.firstChild);
  if(!p.top){txt("toptitle",D.analyst?"Top moves (none: the game is over)":"Top moves (no analysis)");return;}
  txt("toptitle","Top moves of "+(p.to_move==="guerrilla"?"the Guerrilla":"COIN")+" here");
- var h=document.createElement("tr");["move","probability"].concat(D.search?["visits"]:[]).forEach(function(s){var th=document.createElement("th");th.textContent=s;h.appendChild(th);});tb.appendChild(h);
+ var h=document.createElement("tr");["move","probability"].concat(D.search?["visits"]:[]).forEach(function(s){
+ var th=document.createElement("th");th.textContent=s;h.appendChild(th);});tb.appendChild(h);
  p.top.forEach(function(m){var tr=document.createElement("tr");if(m[0]===p.played)tr.className="played";
   var a=document.createElement("td");a.textContent=m[0];tr.appendChild(a);
   var b=document.createElement("td");b.className="num";b.textContent=(100*m[1]).toFixed(1)+"%";tr.appendChild(b);
@@ -231,10 +248,13 @@ function drawTop(p){var tb=document.getElementById("topmoves");while(tb.firstChi
   tb.appendChild(tr);});}
 function go(k){if(!n)return;cur=Math.max(0,Math.min(n-1,k));var p=D.plies[cur];drawBoard(p,cur);
  txt("plylabel","Ply "+cur+" / "+(n-1));
- var m=cur?(p.side==="guerrilla"?"Guerrilla ":"COIN ")+"played "+p.move+(p.captured.length?", capturing "+p.captured.length:""):"Start position";
- m+=p.to_move?"; "+(p.to_move==="guerrilla"?"Guerrilla":"COIN")+" to move"+(p.played?" (played "+p.played+")":""):"; game over";
+ var m=cur?(p.side==="guerrilla"?"Guerrilla ":"COIN ")+"played "+p.move+
+  (p.captured.length?", capturing "+p.captured.length:""):"Start position";
+ m+=p.to_move?"; "+(p.to_move==="guerrilla"?"Guerrilla":"COIN")+" to move"+
+  (p.played?" (played "+p.played+")":""):"; game over";
  txt("movetext",m);
- txt("values",p.value?"Guerrilla row "+fmt(p.value[0])+", COIN row "+fmt(p.value[1])+", expected outcome (Guerrilla) "+fmt(p.outcome):"");
+ txt("values",p.value?"Guerrilla row "+fmt(p.value[0])+", COIN row "+fmt(p.value[1])+
+  ", expected outcome (Guerrilla) "+fmt(p.outcome):"");
  if(cursor){cursor.setAttribute("x1",xOf(cur));cursor.setAttribute("x2",xOf(cur));}
  drawTop(p);}
 document.getElementById("first").addEventListener("click",function(){go(0);});

@@ -233,9 +233,11 @@ var N=%NAMES%;
 %BOARD%
 function txt(id,s){document.getElementById(id).textContent=s;}
 function show(s){
- drawBoard({stones:s.stones,coins:s.coins,placed:s.last.placed,step:s.last.step,captured:s.last.captured,side:s.last.side},s.ply);
+ drawBoard({stones:s.stones,coins:s.coins,placed:s.last.placed,step:s.last.step,captured:s.last.captured,
+ side:s.last.side},s.ply);
  var st="You play "+s.you+" against "+s.opponent+", game "+s.game+" (seed "+s.seed+"). ";
- st+=s.winner?(s.winner===s.you?"You won":s.opponent+" won")+" ("+s.end.replace(/_/g," ")+") after "+s.ply+" plies; recorded in "+s.ledger+".":(s.to_move===s.you?"Your move.":"Waiting.");
+ st+=s.winner?(s.winner===s.you?"You won":s.opponent+" won")+" ("+s.end.replace(/_/g,
+ " ")+") after "+s.ply+" plies; recorded in "+s.ledger+".":(s.to_move===s.you?"Your move.":"Waiting.");
  txt("status",st);txt("moves",s.moves.join(" "));
  txt("movetext",s.last.move?(s.last.side==="guerrilla"?"Guerrilla ":"COIN ")+"played "+s.last.move:"Start position");
  var l=document.getElementById("legal");while(l.firstChild)l.removeChild(l.firstChild);
@@ -243,7 +245,8 @@ function show(s){
   b.addEventListener("click",function(){send("/move",{move:m});});l.appendChild(b);});
  window.lastState=s;}
 function send(path,body){txt("error","");
- return fetch(path,{method:body?"POST":"GET",body:body?JSON.stringify(body):undefined}).then(function(r){return r.json();})
+ return fetch(path,{method:body?"POST":"GET",body:body?JSON.stringify(body):undefined}).then(function(r){
+ return r.json();})
  .then(function(s){if(s.error)txt("error",s.error);else show(s);});}
 document.getElementById("form").addEventListener("submit",function(e){e.preventDefault();
  var i=document.getElementById("moveinput");send("/move",{move:i.value});i.value="";});

@@ -106,7 +106,8 @@ def describe_player(identity: dict) -> str:
         return (f"{identity['variant']} search, {identity['simulations']} simulations, net {identity['path']}, "
                 f"sha256 {identity['sha256'][:12]}…")
     if identity.get("kind") == "mcts":
-        return f"MCTS {identity['iterations']} iterations, c {identity['exploration']:g}, {identity['rollout']} rollouts"
+        return (f"MCTS {identity['iterations']} iterations, c {identity['exploration']:g}, "
+                f"{identity['rollout']} rollouts")
     return str(identity.get("kind"))
 
 
