@@ -103,9 +103,8 @@ def _why_illegal(game: Game, action: int) -> str:
     first, direction = divmod(action, 4)
     if side == COIN:
         target = first + (-9, -7, 7, 9)[direction]
-        state = game._state
-        if state.must_capture:
-            return f"COIN must go on capturing with the coin on {square_name(state.previous_cell)}"
+        if game.chain_square is not None:
+            return f"COIN must go on capturing with the coin on {square_name(game.chain_square)}"
         if first not in game.coins():
             return f"there is no coin on {square_name(first)}"
         if not 0 <= target < 64 or abs(target % 8 - first % 8) != 1:

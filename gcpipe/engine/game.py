@@ -172,6 +172,11 @@ class Game:
         return self._state.plies
 
     @property
+    def chain_square(self) -> int | None:
+        """The square of the coin that must go on capturing (a COIN capture chain), else None."""
+        return int(self._state.previous_cell) if self._state.must_capture else None
+
+    @property
     def stones_placed(self) -> int:
         return self._state.stones_placed
 
