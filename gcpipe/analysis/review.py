@@ -202,7 +202,9 @@ _PAGE = """<!DOCTYPE html>
 "use strict";
 var D=JSON.parse(document.getElementById("data").textContent);
 var n=D.plies.length, cur=0;
-var CW=600, CH=180, PAD=24, Y0=CH/2, YS=(CH/2-12);
+// The vertical scale fits the largest value row (an untrained net's rows may leave [-1, 1]).
+var vmax=D.plies.reduce(function(m,p){return p.value?Math.max(m,Math.abs(p.value[0]),Math.abs(p.value[1])):m;},1);
+var CW=600, CH=180, PAD=24, Y0=CH/2, YS=(CH/2-12)/vmax;
 %BOARD%
 function txt(id,s){document.getElementById(id).textContent=s;}
 function fmt(v){return (v>=0?"+":"")+v.toFixed(3);}
