@@ -25,13 +25,13 @@ from gcpipe.engine.build import CSRC
 from gcpipe.errors import UserError
 from gcpipe.lifetime import LAUNCHER_ENV, launcher_token
 from gcpipe.match.pool import usable_cores
-from gcpipe.match.viewer import VIEW_FILES
+from gcpipe.match.viewer import REVIEW_FILES, VIEW_FILES
 from gcpipe.players import roster_positions
 from gcpipe.schema import NAME_PATTERN
 from gcpipe.train.config import result_settings
 from gcpipe.workflow import (RECORD_FORMAT, check_pipeline, check_results_folder, checkpoint_of, match_plan,
-                             prepare_results, recorded_fingerprint, resolved_config, shards, train_mpi,
-                             train_tasks, train_threads)
+                             prepare_results, recorded_fingerprint, resolved_config, review_analyst, shards,
+                             train_mpi, train_tasks, train_threads)
 
 
 # The default config sits beside this Snakefile (so `--directory` can put results/ anywhere).
@@ -122,7 +122,7 @@ ELO_CAPTIONS = {
     "ordo.csv": "report/ordo.rst",
     "ordo.png": "report/ordo_plot.rst",
 }
-GAME_VIEWS = list(VIEW_FILES.values())
+GAME_VIEWS = list(VIEW_FILES.values()) + list(REVIEW_FILES.values())
 # What the main job makes: everything the HTML report shows, so `snakemake --report` works after it.
 MAIN_OUTPUTS = [
     *ELO_OUTPUTS,
@@ -332,16 +332,27 @@ rule elo:
         " --config $GCPIPE_RESOLVED_CONFIG > {log} 2>&1"
 
 
+def _analyst_checkpoint(cell):
+    analyst = review_analyst(config, cell)
+    return checkpoint_of(PLAYERS[analyst]) if analyst else []
+
+
+def _analyst_option(cell):
+    analyst = review_analyst(config, cell)
+    return f"--analyst {analyst} --config $GCPIPE_RESOLVED_CONFIG" if analyst else ""
+
+
 rule games:
     input:
         ledger=str(paths.ledger("{guerrilla}__{coin}")),
-        # The replay plays the recorded players again.
-        checkpoints=lambda wildcards: checkpoint_of(PLAYERS[wildcards.guerrilla]) + checkpoint_of(PLAYERS[wildcards.coin]),
+        # The replay plays the recorded players again; the analyst's network reviews the games.
+        checkpoints=lambda wildcards: checkpoint_of(PLAYERS[wildcards.guerrilla]) + checkpoint_of(PLAYERS[wildcards.coin])
+        + _analyst_checkpoint(f"{wildcards.guerrilla}__{wildcards.coin}"),
     output:
         [
             report(
                 str(paths.games_dir("{guerrilla}__{coin}") / view),
-                caption="report/games.rst",
+                caption="report/review.rst" if view.endswith(".html") else "report/games.rst",
                 category="Games",
                 subcategory="{guerrilla}__{coin}",
             )
@@ -349,6 +360,7 @@ rule games:
         ],
     params:
         folder=lambda wildcards, output: str(Path(output[0]).parent),
+        analyst=lambda wildcards: _analyst_option(f"{wildcards.guerrilla}__{wildcards.coin}"),
     conda:
         SOFTWARE
     log:
@@ -358,7 +370,7 @@ rule games:
         mem_mb=2000,
         runtime=30,
     shell:
-        "gcpipe view {input.ledger} --out {params.folder} > {log} 2>&1"
+        "gcpipe view {input.ledger} --out {params.folder} --html {params.analyst} > {log} 2>&1"
 
 
 rule report:

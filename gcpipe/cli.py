@@ -245,13 +245,49 @@ def merge(shards: list[str] = typer.Argument(..., metavar="SHARD...",
 def view(ledger: Path = typer.Argument(..., metavar="LEDGER", help="A cell's ledger (G__C.jsonl)."),
          out: Path = typer.Option(..., "--out", help="Folder for the SVG files."),
          game: list[int] = typer.Option(None, "--game", help="Draw this game index (repeatable) instead of the "
-                                                              "first Guerrilla win and the first COIN win.")):
+                                                              "first Guerrilla win and the first COIN win."),
+         html: bool = typer.Option(False, "--html", help="Also write a review page (.html) of each game."),
+         analyst: str = typer.Option(None, "--analyst", help="The net or search player whose analysis the review "
+                                                             "pages show (implies --html)."),
+         config: Path = typer.Option(None, "--config", help="Pipeline config whose players can be named.")):
     """Replay games of a ledger and draw them as SVG, one board per ply: guerrilla_win.svg and
-    coin_win.svg (or game-N.svg for each --game N)."""
-    from gcpipe.match.viewer import view_ledger
+    coin_win.svg (or game-N.svg for each --game N); with --html or --analyst also a page per game
+    (.html) to step through in a browser."""
+    if html or analyst:
+        from gcpipe.analysis.review import view_and_review
+        from gcpipe.config import player_book
 
-    for path in view_ledger(ledger, out, games=game or None):
+        files = view_and_review(ledger, out, games=game or None, analyst=analyst, book=player_book(config))
+    else:
+        from gcpipe.match.viewer import view_ledger
+
+        files = view_ledger(ledger, out, games=game or None)
+    for path in files:
         typer.echo(str(path))
+
+
+@app.command()
+def analyse(player: str = typer.Option(None, "--player", help="net:FILE.bin, search:FILE.bin:SIMS, or a net or "
+                                                              "search player of --config."),
+            moves: str = typer.Option(None, "--moves", help="Moves from the start, e.g. 'd4-d5 D3-C4' (the "
+                                                            "notation of gcpipe play)."),
+            seed: int = typer.Option(None, "--seed", help="The game's generator seed (default 1)."),
+            ledger: Path = typer.Option(None, "--ledger", help="A ledger: analyse its game --game at --ply."),
+            game: int = typer.Option(None, "--game", help="The game index in --ledger."),
+            ply: int = typer.Option(None, "--ply", help="Plies from the start (default: after every move)."),
+            top: int = typer.Option(None, "--top", help="List only the first N moves."),
+            jsonl: bool = typer.Option(False, "--jsonl", help="Read queries from standard input, one JSON object "
+                                                              "a line; answer each on one line."),
+            config: Path = typer.Option(None, "--config", help="Pipeline config whose players can be named.")):
+    """What a network or a search thinks of a position: legal moves with the net's probabilities,
+    its value rows and, for a search, visits, Q-values, improved policy and principal variation (JSON)."""
+    import sys
+
+    from gcpipe.analysis.position import analyse as run
+    from gcpipe.config import player_book
+
+    run(player_book(config), player, jsonl, read_line=sys.stdin.buffer.readline, write=typer.echo,
+        moves=moves, seed=seed, ledger=ledger, game=game, ply=ply, top=top)
 
 
 @app.command("config")
@@ -512,6 +548,25 @@ def play(side: str = typer.Option("guerrilla", "--side", help="The side you play
     from gcpipe.play import play as run
 
     run(side, opponent, seed=seed, book=player_book(config))
+
+
+@app.command()
+def serve(opponent: str = typer.Option("greedy", "--opponent",
+                                       help="random, greedy, mcts:N, net:FILE.bin, search:FILE.bin:SIMS, or a "
+                                            "player of --config."),
+          side: str = typer.Option("guerrilla", "--side", help="The side you play: guerrilla or coin."),
+          ledger: Path = typer.Option(..., "--ledger", help="The ledger the finished games are appended to."),
+          name: str = typer.Option("human", "--name", help="Your name in the ledger."),
+          port: int = typer.Option(8000, "--port", help="The port on localhost (0: a free one)."),
+          config: Path = typer.Option(None, "--config", help="Pipeline config whose players can be named.")):
+    """Play a bot or a network in the browser: the board served on localhost, every finished game
+    appended to --ledger."""
+    from gcpipe.analysis.serve import serve as run
+    from gcpipe.config import player_book
+    from gcpipe.errors import check_int
+
+    check_int("--port", port, 0, 65535)
+    run(side, opponent, ledger, port=port, name=name, book=player_book(config), announce=typer.echo)
 
 
 # -- text of match results --------------------------------------------------------------------

@@ -146,6 +146,10 @@ def _check_cross_references(config: dict) -> None:
         if name not in cells:
             raise UserError(f"report.games[{index}]: {name!r} is not a cell of the match plan "
                             f"(cells are GUERRILLA__COIN of field players, e.g. {cells[0]})")
+    analyst = config["report"].get("analyst")
+    if analyst is not None and (analyst not in players or players[analyst]["kind"] not in CHECKPOINT_KINDS):
+        raise UserError(f"report.analyst: {analyst!r} is not a net or search player of `players` "
+                        f"({', '.join(n for n, p in players.items() if p['kind'] in CHECKPOINT_KINDS) or 'none'})")
     for cell in match_plan(config):
         count = math.ceil(cell.games / matches["shard_size"])
         if count > MAX_SHARDS_PER_CELL:

@@ -11,7 +11,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from gcpipe.engine import SIDE_NAMES, Game, GameBatch, IllegalActionError
+from gcpipe.engine import COIN, NUM_ACTIONS, SIDE_NAMES, Game, GameBatch, IllegalActionError, action_to_string
+from gcpipe.engine.game import point_name, square_name
 from gcpipe.errors import UserError
 from gcpipe.players import PlayerBook
 
@@ -78,12 +79,44 @@ def _ask_move(game: Game, read_line, write) -> int | None:
             write(str(game))
             continue
         try:
-            action = game.string_to_action(text)
-            if action not in game.legal_actions():
-                raise IllegalActionError(f"'{text}' is not legal here")
-            return action
+            return read_move(game, text)
         except UserError as error:
             write(f"{error}. {legal_move_hint(game)}")
+
+
+def read_move(game: Game, text: str) -> int:
+    """The action a move in the notation above names, if it is legal in `game`; else a UserError
+    (IllegalActionError when the move reads but cannot be played) saying why."""
+    action = game.string_to_action(text)
+    if game.is_terminal():
+        raise IllegalActionError(f"'{text}' cannot be played: the game is over")
+    if action not in game.legal_actions():
+        if not 0 <= action < NUM_ACTIONS:
+            raise IllegalActionError(f"'{text}' is out of range (actions are #0 .. #{NUM_ACTIONS - 1})")
+        raise IllegalActionError(f"'{text}' is not legal here: {_why_illegal(game, action)}")
+    return action
+
+
+def _why_illegal(game: Game, action: int) -> str:
+    """The rule a well-formed move breaks, in words (rules.md)."""
+    side = game.current_player()
+    first, direction = divmod(action, 4)
+    if side == COIN:
+        target = first + (-9, -7, 7, 9)[direction]
+        if game.chain_square is not None:
+            return f"COIN must go on capturing with the coin on {square_name(game.chain_square)}"
+        if first not in game.coins():
+            return f"there is no coin on {square_name(first)}"
+        if not 0 <= target < 64 or abs(target % 8 - first % 8) != 1:
+            return "the coin would leave the board"
+        if target in game.coins():
+            return f"{square_name(target)} is taken by a coin"
+        return "the coin cannot step there"
+    points = action_to_string(action, side).split("-")
+    taken = [p for p in points if p in {point_name(g) for g in game.stones()}]
+    if taken:
+        return f"a stone is already on {' and '.join(taken)}"
+    return f"the first stone must go next to a stone on the board ({points[0]} is not)"
 
 
 def scripted(lines: list[str]) -> Callable[[str], str]:

@@ -109,6 +109,15 @@ def checkpoint_of(player: dict) -> list[str]:
     return [str(paths.final_checkpoint(player["run"]) if "run" in player else player["path"])]
 
 
+def review_analyst(config: dict, cell: str) -> str | None:
+    """The player whose network analyses a report game of `cell` (G__C): `report.analyst`, else the
+    cell's Guerrilla if it plays a checkpoint, else its COIN, else None."""
+    if config["report"].get("analyst"):
+        return config["report"]["analyst"]
+    guerrilla, _, coin = cell.partition("__")
+    return next((name for name in (guerrilla, coin) if config["players"][name]["kind"] in CHECKPOINT_KINDS), None)
+
+
 def check_pipeline(config: dict, source: str = "config") -> None:
     """What the workflow checks, reading only, when it is planned: every run's settings produce
     a final.bin, and the field's players that need no training are playable (checkpoint files

@@ -15,6 +15,7 @@ LAYERS = [
     {"search", "openspiel"},                     # kinds of player built on them
     {"players", "fingerprint"},                  # every kind, defined from configs and specs; the engine's behaviour
     {"train", "match", "workflow", "play"},
+    {"analysis"},                                # what a net or search thinks of positions and games
     {"elo", "config", "report", "provenance"},
     {"cli", "__main__"},                         # the command line and its entry point
 ]

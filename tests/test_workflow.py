@@ -20,7 +20,8 @@ from gcpipe.errors import UserError
 from gcpipe.match.ledger import read_ledger
 from gcpipe.players import roster_positions
 from gcpipe.schema import SCHEMA_PATH, shown
-from gcpipe.workflow import Cell, check_pipeline, check_results_folder, match_plan, prepare_results, shards
+from gcpipe.workflow import (Cell, check_pipeline, check_results_folder, match_plan, prepare_results, review_analyst,
+                             shards)
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "config"
@@ -89,6 +90,14 @@ def test_a_pipeline_device_is_the_device_of_every_run_without_its_own():
     config = validate_config(small_config(device="auto", runs={"a": {}, "b": {"device": "cpu"}}))
     assert (config["runs"]["a"]["device"], config["runs"]["b"]["device"]) == ("auto", "cpu")
     assert validate_config(small_config(runs={"a": {}}))["runs"]["a"]["device"] == "cpu"
+
+
+def test_the_review_analyst_is_the_configs_or_the_cells_network():
+    players = {"r": {"kind": "random"}, "n": {"kind": "net", "path": "n.bin"}, "s": {"kind": "search", "run": "x"}}
+    config = {"players": players, "report": {}}
+    assert [review_analyst(config, cell) for cell in ("n__s", "r__s", "r__r")] == ["n", "s", None]
+    config["report"]["analyst"] = "s"
+    assert review_analyst(config, "n__r") == "s"
 
 
 @pytest.mark.parametrize("change, message", [
@@ -188,6 +197,8 @@ def test_a_pipeline_device_is_the_device_of_every_run_without_its_own():
     (lambda c: c.update(report={"games": ["random__nobody"]}),
      "report.games[0]: 'random__nobody' is not a cell of the match plan (cells are GUERRILLA__COIN of field "
      "players, e.g. random__random)"),
+    (lambda c: c.update(report={"analyst": "random"}),
+     "report.analyst: 'random' is not a net or search player of `players` (none)"),
     (lambda c: c.update(elo={"ordo": "yes"}), "elo.ordo: must be true or false, got 'yes'"),
     (lambda c: c["players"].update(s={"kind": "search"}),
      "players.s: needs exactly one of 'path' (a checkpoint file) or 'run' (a training run)"),
@@ -640,9 +651,16 @@ def test_smoke_dag_end_to_end(tmp_path, edited_engines):
                 "runs/baseline/training.png", "runs/guerrilla-teacher/training.png", "runs/coin-teacher/training.png",
                 "runs/candidate/training.png", "runs/expert/training.png"]:
         assert (results / png).read_bytes().startswith(b"\x89PNG")
+    reviews = 0
     for cell in ("candidate__baseline", "baseline__candidate"):
         for view in ("guerrilla_win.svg", "coin_win.svg"):
             assert (results / "games" / cell / view).read_text().startswith("<svg ")
+        for view in ("guerrilla_win.html", "coin_win.html"):   # reviewed by the cell's Guerrilla, a net
+            page = (results / "games" / cell / view).read_text()
+            reviewed = f'"analyst":"{cell.partition("__")[0]} (net ' in page
+            assert page.startswith("<!DOCTYPE html>") and (reviewed or f'"title":"{cell}: no ' in page), view
+            reviews += reviewed
+    assert reviews > 0
     provenance = json.loads((results / "provenance.json").read_text())
     assert provenance["config"] == load_config(CONFIGS / "smoke.yaml")
     assert provenance["engine"]["cflags"]
@@ -652,7 +670,7 @@ def test_smoke_dag_end_to_end(tmp_path, edited_engines):
     assert report.returncode == 0, report.stderr[-4000:]
     html = (results / "report.html").read_text()
     for name in ("training.png", "ratings.png", "superiority.png", "headtohead.csv", "ordo.csv",
-                 "guerrilla_win.svg", "coin_win.svg", "provenance.json"):
+                 "guerrilla_win.svg", "coin_win.svg", "guerrilla_win.html", "coin_win.html", "provenance.json"):
         assert name in html, name
 
     # Nothing changed: nothing to do (`all` is the main job's outputs).

@@ -65,11 +65,11 @@ class IllegalActionError(UserError):
     """An action that is out of range or not legal in the current state."""
 
 
-def _square_name(c: int) -> str:
+def square_name(c: int) -> str:
     return f"{'ABCDEFGH'[c % 8]}{c // 8 + 1}"
 
 
-def _point_name(g: int) -> str:
+def point_name(g: int) -> str:
     return f"{'abcdefg'[g % 7]}{g // 7 + 1}"
 
 
@@ -78,10 +78,10 @@ def action_to_string(action: int, player: int) -> str:
     if player == GUERRILLA:
         first, k = divmod(action, 4)
         dx, dy = _GUERRILLA_STEPS[k]
-        return f"{_point_name(first)}-{_point_name(first + dy * 7 + dx)}"
+        return f"{point_name(first)}-{point_name(first + dy * 7 + dx)}"
     src, d = divmod(action, 4)
     dx, dy = _COIN_STEPS[d]
-    return f"{_square_name(src)}-{_square_name(src + dy * 8 + dx)}"
+    return f"{square_name(src)}-{square_name(src + dy * 8 + dx)}"
 
 
 _INVALID_STATE = {lib.GC_INVALID_BITS: "bits outside the board", lib.GC_INVALID_COUNTS: "impossible piece counts",
@@ -170,6 +170,11 @@ class Game:
     @property
     def plies(self) -> int:
         return self._state.plies
+
+    @property
+    def chain_square(self) -> int | None:
+        """The square of the coin that must go on capturing (a COIN capture chain), else None."""
+        return int(self._state.previous_cell) if self._state.must_capture else None
 
     @property
     def stones_placed(self) -> int:
@@ -315,7 +320,7 @@ class Game:
         if s.winner:
             status = f"{SIDE_NAMES[self.winner]} won ({self.end_reason}) after {s.plies} plies"
         else:
-            chain = f", must capture with {_square_name(s.previous_cell)}" if s.must_capture else ""
+            chain = f", must capture with {square_name(s.previous_cell)}" if s.must_capture else ""
             status = f"{SIDE_NAMES[self.current_player()]} to move{chain}"
         lines.append(f"stones placed {s.stones_placed}/{STONE_SUPPLY}, on board {bin(stones).count('1')}, "
                      f"coins {bin(coins).count('1')}; {status}")

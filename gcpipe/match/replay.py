@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gcpipe.engine import NO_SIDE, SIDE_NAMES, TOURNAMENT_PLY_CAP, GameBatch
+from gcpipe.engine import GUERRILLA, NO_SIDE, SIDE_NAMES, TOURNAMENT_PLY_CAP, Game, GameBatch
 from gcpipe.players import Player, from_identity
 
 _SLOT = np.zeros(1, np.int32)
@@ -33,6 +33,40 @@ class Replay:
         """Whether this is the game the ledger record describes."""
         return (self.seed, self.winner, self.plies, self.end) == (record["seed"], record["winner"],
                                                                    record["plies"], record["end"])
+
+
+@dataclass(frozen=True)
+class Ply:
+    """One ply of a game, read off the engine: who moved, the action, the pieces after it and what
+    changed (stones placed, the coin's step, pieces captured)."""
+    side: int                       # GUERRILLA 0 | COIN 1
+    action: int
+    stones: tuple[int, ...]         # points with a stone after the ply
+    coins: tuple[int, ...]          # squares with a coin after the ply
+    placed: tuple[int, ...]         # points where the Guerrilla just placed stones
+    step: tuple[int, int] | None    # (from, to) squares of the coin's move
+    captured: tuple[int, ...]       # the points (COIN moved) or squares (Guerrilla moved) captured
+    to_move: int | None             # the side to move after the ply; None once the game is over
+
+
+def plies_of(seed: int, actions) -> list[Ply]:
+    """The plies of the game from seed `seed` with these actions (each legal in turn)."""
+    game, out = Game(seed), []
+    for action in actions:
+        side = game.current_player()
+        stones, coins = set(game.stones()), set(game.coins())
+        game.apply_action(int(action))
+        after_stones, after_coins = tuple(game.stones()), tuple(game.coins())
+        if side == GUERRILLA:
+            placed, step = tuple(sorted(set(after_stones) - stones)), None
+            captured = tuple(sorted(coins - set(after_coins)))
+        else:
+            source, direction = divmod(int(action), 4)
+            placed, step = (), (source, source + (-9, -7, 7, 9)[direction])
+            captured = tuple(sorted(stones - set(after_stones)))
+        to_move = None if game.is_terminal() else game.current_player()
+        out.append(Ply(side, int(action), after_stones, after_coins, placed, step, captured, to_move))
+    return out
 
 
 def play_game(guerrilla: Player, coin: Player, seed: int) -> Replay:

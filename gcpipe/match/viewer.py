@@ -20,7 +20,7 @@ from gcpipe.errors import UserError
 from gcpipe.fingerprint import engine_fingerprint
 from gcpipe.io import atomic_write_text
 from gcpipe.match.ledger import SIDES, read_ledger
-from gcpipe.match.replay import Replay, replay_record
+from gcpipe.match.replay import Replay, plies_of, replay_record
 
 VIEW_FILES = {"guerrilla": "guerrilla_win.svg", "coin": "coin_win.svg"}
 SIDE_LABELS = {"guerrilla": "Guerrilla", "coin": "COIN"}
@@ -33,8 +33,32 @@ LEGEND = ("One board per ply, read left to right. Black dots: Guerrilla stones o
           "Red rings: the stones just placed; blue arrow: the coin's step; red crosses: pieces just captured.")
 
 
+VIEW_STEMS = {side: Path(name).stem for side, name in VIEW_FILES.items()}
+# The review pages of the same games (gcpipe.analysis.review).
+REVIEW_FILES = {side: f"{stem}.html" for side, stem in VIEW_STEMS.items()}
+
+
 def view_ledger(ledger, out_dir, games=None) -> list[Path]:
     """Draw the games of a ledger into out_dir (see the module doc); returns the files written."""
+    return draw_views(chosen_games(ledger, games), out_dir)
+
+
+def draw_views(chosen, out_dir) -> list[Path]:
+    """Draws the games `chosen_games` picked into out_dir; returns the files written."""
+    pictures = {}
+    for stem, record, replay, notes in chosen:
+        pictures[f"{stem}.svg"] = (game_svg(record, replay, notes) if record is not None
+                                   else _svg(4 * LINE, [_text(MARGIN, LINE + 4, notes[0], bold=True)]))
+    out_dir = Path(out_dir)
+    for name, text in pictures.items():
+        atomic_write_text(out_dir / name, text)
+    return [out_dir / name for name in pictures]
+
+
+def chosen_games(ledger, games=None) -> list[tuple[str, dict | None, Replay | None, list[str]]]:
+    """The games a view shows, as (file stem, ledger record, replay, notes): the chosen indices
+    (game-N), or the first win of each side whose replay reproduces its record.  Where a side has
+    no such win, record and replay are None and the one note says so."""
     records = read_ledger(ledger)
     if not records:
         raise UserError(f"{ledger}: no finished games to draw")
@@ -43,28 +67,23 @@ def view_ledger(ledger, out_dir, games=None) -> list[Path]:
                         f"{records[0]['engine']} there, {engine_fingerprint()} now): this engine cannot replay "
                         f"its games; play them again (gcpipe match --replace-others)")
     by_game = {record["game"]: record for record in records}
-    pictures = {}
-    if games:
-        for g in games:
-            if g not in by_game:
-                raise UserError(f"{ledger} has no game {g}")
-            replay = replay_record(by_game[g])
-            if not replay.agrees_with(by_game[g]):
-                raise UserError(f"{ledger}: game {g} replays differently from its ledger record "
-                                f"({_result(replay.winner, replay.end, replay.plies)} instead of "
-                                f"{_result(*(by_game[g][key] for key in ('winner', 'end', 'plies')))}); "
-                                f"it is not drawn")
-            pictures[f"game-{g}.svg"] = game_svg(by_game[g], replay)
-    else:
-        for side in SIDES:
-            pictures[VIEW_FILES[side]] = _first_win_svg(records, side)
-    out_dir = Path(out_dir)
-    for name, text in pictures.items():
-        atomic_write_text(out_dir / name, text)
-    return [out_dir / name for name in pictures]
+    if not games:
+        return [(VIEW_STEMS[side], *_first_win(records, side)) for side in SIDES]
+    chosen = []
+    for g in games:
+        if g not in by_game:
+            raise UserError(f"{ledger} has no game {g}")
+        replay = replay_record(by_game[g])
+        if not replay.agrees_with(by_game[g]):
+            raise UserError(f"{ledger}: game {g} replays differently from its ledger record "
+                            f"({_result(replay.winner, replay.end, replay.plies)} instead of "
+                            f"{_result(*(by_game[g][key] for key in ('winner', 'end', 'plies')))}); "
+                            f"it is not drawn")
+        chosen.append((f"game-{g}", by_game[g], replay, []))
+    return chosen
 
 
-def _first_win_svg(records: list[dict], side: str) -> str:
+def _first_win(records: list[dict], side: str) -> tuple[dict | None, Replay | None, list[str]]:
     """The first game `side` won whose replay reproduces its record, with a note for those skipped."""
     skipped = []
     for record in sorted(records, key=lambda r: r["game"]):
@@ -74,27 +93,28 @@ def _first_win_svg(records: list[dict], side: str) -> str:
         if replay.agrees_with(record):
             notes = [f"Game {g} replayed differently from its ledger record, so the next {SIDE_LABELS[side]} "
                      f"win is shown." for g in skipped]
-            return game_svg(record, replay, notes)
+            return record, replay, notes
         skipped.append(record["game"])
     first = records[0]
     text = (f"{first['cell']}: no {SIDE_LABELS[side]} win among the {len(records)} games of this ledger"
             + (f" whose replay reproduces its record (game(s) {', '.join(map(str, skipped))} did not)"
                if skipped else ""))
-    return _svg(4 * LINE, [_text(MARGIN, LINE + 4, text, bold=True)])
+    return None, None, [text]
 
 
 def _result(winner: str, end: str, plies: int) -> str:
     return f"{winner} won ({end}) after {plies} plies"
 
 
-def _describe(identity: dict) -> str:
+def describe_player(identity: dict) -> str:
     if identity.get("kind") == "net":
         return f"net {identity['path']}, sha256 {identity['sha256'][:12]}…"
     if identity.get("kind") == "search":
         return (f"{identity['variant']} search, {identity['simulations']} simulations, net {identity['path']}, "
                 f"sha256 {identity['sha256'][:12]}…")
     if identity.get("kind") == "mcts":
-        return f"MCTS {identity['iterations']} iterations, c {identity['exploration']:g}, {identity['rollout']} rollouts"
+        return (f"MCTS {identity['iterations']} iterations, c {identity['exploration']:g}, "
+                f"{identity['rollout']} rollouts")
     return str(identity.get("kind"))
 
 
@@ -102,8 +122,8 @@ def game_svg(record: dict, replay: Replay, notes=()) -> str:
     """One game as an SVG: a header, then the start position and the position after every ply."""
     header = [f"{record['cell']}, game {record['game']} (seed {record['seed']}): {SIDE_LABELS[record['winner']]} "
               f"won ({record['end'].replace('_', ' ')}) after {record['plies']} plies",
-              f"Guerrilla {record['guerrilla']} ({_describe(record['guerrilla_id'])}) vs COIN {record['coin']} "
-              f"({_describe(record['coin_id'])})", *LEGEND, *notes]
+              f"Guerrilla {record['guerrilla']} ({describe_player(record['guerrilla_id'])}) vs COIN {record['coin']} "
+              f"({describe_player(record['coin_id'])})", *LEGEND, *notes]
     top = MARGIN + LINE * len(header) + 6
     frames = _frames(replay)
     rows = -(-len(frames) // COLUMNS)
@@ -121,20 +141,15 @@ def _frames(replay: Replay) -> list[tuple[str, list[int], list[int], list[str]]]
     """(label, stones, coins, highlight marks) for the start and after each ply."""
     game = Game(replay.seed)
     frames = [("start", game.stones(), game.coins(), [])]
-    for ply, action in enumerate(replay.actions, start=1):
-        side = game.current_player()
-        stones, coins = set(game.stones()), set(game.coins())
-        captured = game.apply_action(action)
-        after_stones, after_coins = game.stones(), game.coins()
-        if side == 0:
-            marks = [_ring(g) for g in sorted(set(after_stones) - stones)]
-            marks += [_cross(*_square_center(c)) for c in sorted(coins - set(after_coins))]
+    for number, ply in enumerate(plies_of(replay.seed, replay.actions), start=1):
+        if ply.side == 0:
+            marks = [_ring(g) for g in ply.placed] + [_cross(*_square_center(c)) for c in ply.captured]
         else:
-            source, direction = divmod(action, 4)
-            target = source + (-9, -7, 7, 9)[direction]
-            marks = [_arrow(source, target)] + [_cross(*_point_center(g)) for g in sorted(stones - set(after_stones))]
-        label = f"{ply}. {'GC'[side]} {action_to_string(action, side)}" + (f" ×{captured}" if captured else "")
-        frames.append((label, after_stones, after_coins, marks))
+            marks = [_arrow(*ply.step)] + [_cross(*_point_center(g)) for g in ply.captured]
+        captured = len(ply.captured)
+        label = (f"{number}. {'GC'[ply.side]} {action_to_string(ply.action, ply.side)}"
+                 + (f" ×{captured}" if captured else ""))
+        frames.append((label, list(ply.stones), list(ply.coins), marks))
     return frames
 
 

@@ -70,6 +70,12 @@ class NetworkPlayer:
         self.net.step(self._states, slots, obs, out)
         return out[:, :NUM_ACTIONS]
 
+    def peek(self, slots: np.ndarray, obs: np.ndarray) -> np.ndarray:
+        """The outputs [k, 257] (logits, then the value) that `forward` would compute, the states of
+        `slots` left unchanged (the step runs on a copy)."""
+        slots, obs = self._checked(slots, obs)
+        return peek(self.net, self._states, slots, obs)
+
     def advance(self, slots: np.ndarray, obs: np.ndarray) -> None:
         """`forward` without the outputs: a full-turn net's step on the other side's ply."""
         slots, obs = self._checked(slots, obs)
@@ -90,3 +96,11 @@ class NetworkPlayer:
         if len(slots) > 1 and np.bincount(slots).max() > 1:
             raise IndexError("slots must be distinct")
         return slots
+
+
+def peek(net: CompiledNet, states: np.ndarray, slots: np.ndarray, obs: np.ndarray) -> np.ndarray:
+    """The outputs [k, 257] of one step of `net` from states[slots[k]] on obs[k], the states unchanged."""
+    copies = np.ascontiguousarray(states[slots])
+    out = np.zeros((len(slots), OUTPUTS), np.float32)
+    net.step(copies, np.arange(len(slots), dtype=np.int32), obs, out)
+    return out

@@ -77,5 +77,10 @@ class NetPlayer(RuntimePlayer):
         if self.network.full_turn:
             self.network.advance(slots, games.observe(slots)[0])
 
+    def evaluate(self, games: GameBatch, slots: np.ndarray) -> np.ndarray:
+        """The net's outputs [k, 257] on the positions of `slots`, as the next `choose` computes
+        them (logits, then the value row; the pass logit 255 is the COIN's value), the state unchanged."""
+        return self.network.peek(slots, games.observe(slots)[0])
+
     def choose(self, games: GameBatch, slots: np.ndarray) -> np.ndarray:
         return games.sample(slots, self.network.forward(slots, games.observe(slots)[0]))

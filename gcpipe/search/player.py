@@ -129,6 +129,24 @@ class SearchPlayer(RuntimePlayer):
             obs, _ = games.observe(slots)
             self.net.step(self._states, slots, obs)
 
+    def evaluate(self, games: GameBatch, slots: np.ndarray) -> np.ndarray:
+        """The net's outputs [k, 257] on the positions of `slots`: the root step of the next `choose`
+        (logits, then the value row), the state unchanged."""
+        from gcpipe.nn.player import peek
+
+        slots = np.ascontiguousarray(slots, np.int32)
+        return peek(self.net, self._states, slots, games.observe(slots)[0])
+
+    def root_edges(self, k: int = 0) -> list[tuple[int, int, float, int]]:
+        """The root's visited edges in game k of the latest `choose`: (action, visits, W (Guerrilla's
+        value sum), child node index), in the tree's creation order."""
+        return self._searcher.root_edges(k)
+
+    def principal_variation(self, k: int, first: int) -> list[int]:
+        """The latest search's line in game k: `first` (the move chosen), then at each node the most
+        visited child (the first created on a tie) down to an unexpanded node."""
+        return self._searcher.principal_variation(k, first)
+
     def choose(self, games: GameBatch, slots: np.ndarray, want_policy: bool = False) -> np.ndarray:
         """Searches the games in `slots` (batch index = slot) and returns the moves, not applied."""
         self.last = self._searcher.run(games, slots, self._states, slots, want_policy)

@@ -73,6 +73,38 @@ class Searcher:
                             evaluations=records["evaluations"].copy())
 
 
+    def _links(self, k: int) -> list[tuple[int, int, int, float]]:
+        """(parent, action, visits, W) of every node of game k's latest tree, in creation order."""
+        out, index = [], 0
+        parent, action, visits = ffi.new("int32_t *"), ffi.new("int32_t *"), ffi.new("int32_t *")
+        value_sum, raw_value = ffi.new("double *"), ffi.new("float *")
+        while lib.gc_search_node_info(self._workspace, k, index, parent, action, visits, value_sum, raw_value,
+                                      ffi.NULL) == 0:
+            out.append((parent[0], action[0], visits[0], value_sum[0]))
+            index += 1
+        return out
+
+    def root_edges(self, k: int) -> list[tuple[int, int, float, int]]:
+        """(action, visits, W, node index) of the root's children in game k's latest tree."""
+        return [(action, visits, value_sum, index) for index, (parent, action, visits, value_sum)
+                in enumerate(self._links(k)) if index > 0 and parent == 0]
+
+    def principal_variation(self, k: int, first: int) -> list[int]:
+        """`first`, then the most visited child of each node (the earliest created on a tie)."""
+        links = self._links(k)
+        children: dict[int, list[int]] = {}
+        for index, (parent, _, _, _) in enumerate(links):
+            if index > 0:
+                children.setdefault(parent, []).append(index)
+        node = next((i for i in children.get(0, []) if links[i][1] == first), None)
+        line = [first]
+        while node is not None and children.get(node):
+            node = max(children[node], key=lambda i: (links[i][2], -i))
+            if links[node][2] == 0:
+                break
+            line.append(links[node][1])
+        return line
+
     def tree(self, k: int) -> list[TreeNode]:
         """The nodes of game k's latest tree (of the latest call), in creation order (0 = root)."""
         out, index = [], 0
