@@ -15,7 +15,7 @@ LAYERS = [
     {"search", "openspiel"},                     # kinds of player built on them
     {"players"},                                 # every kind, defined from configs and specs
     {"train", "match", "workflow", "play"},
-    {"elo", "config", "report", "provenance"},
+    {"elo", "config", "report", "provenance", "schema_doc"},
     {"cli", "__main__"},                         # the command line and its entry point
 ]
 LAYER = {package: level for level, packages in enumerate(LAYERS) for package in packages}
