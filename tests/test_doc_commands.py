@@ -39,17 +39,28 @@ def doc_files() -> list[Path]:
     return [path for path in files if path.is_file()]
 
 
+# Fenced blocks of these languages (or none) hold shell lines; yaml, python, text, ... are not read.
+SHELL_BLOCKS = {"", "bash", "sh", "shell", "console", "zsh", "shell-session", "shellsession"}
+
+
 def code_lines(text: str) -> list[tuple[int, str]]:
-    """(line number, logical line) of every code block of Markdown `text`: fenced or indented (CommonMark,
-    so a list item's indented paragraph is not code), a trailing backslash joining the next line."""
+    """(line number, logical line) of every shell code block of Markdown `text`: fenced or indented
+    (CommonMark, so a list item's indented paragraph is not code), a trailing backslash joining the next
+    line.  In a block with `$ ` prompts only the prompted lines are commands (the rest is their output)."""
     found = []
     for token in MarkdownIt("commonmark").parse(text):
         if token.type not in ("fence", "code_block") or token.map is None:
             continue
+        if token.type == "fence" and token.info.strip().split(" ")[0].lower() not in SHELL_BLOCKS:
+            continue
         first = token.map[0] + (1 if token.type == "fence" else 0)
+        lines = token.content.splitlines()
+        prompted = any(line.lstrip().startswith("$ ") for line in lines)
         pending, start = "", None
-        for offset, line in enumerate(token.content.splitlines()):
+        for offset, line in enumerate(lines):
             if start is None:
+                if prompted and not line.lstrip().startswith("$ "):
+                    continue
                 start = first + offset + 1
             if line.rstrip().endswith("\\"):
                 pending += line.rstrip()[:-1] + " "
@@ -169,7 +180,8 @@ def gcpipe_names_problem(args: list[str]) -> str | None:
             alternatives = word.replace("\\|", "|").split("|")
             for alternative in alternatives:
                 if command.get_command(ctx, alternative) is None:
-                    return f"{path}: no such command {alternative!r} (commands: {', '.join(command.list_commands(ctx))})"
+                    commands = ", ".join(command.list_commands(ctx))
+                    return f"{path}: no such command {alternative!r} (commands: {commands})"
             if len(alternatives) > 1:
                 return None
             sub = command.get_command(ctx, word)
@@ -213,7 +225,8 @@ def snakemake_problem(args: list[str]) -> str | None:
     targets, options = snakemake_parts(args)
     for target in targets:
         if re.fullmatch(r"\w+", target) and target not in snakefile_rules():
-            return f"snakemake: {target!r} is not a rule of the Snakefile (rules: {', '.join(sorted(snakefile_rules()))})"
+            rules = ", ".join(sorted(snakefile_rules()))
+            return f"snakemake: {target!r} is not a rule of the Snakefile (rules: {rules})"
     for path in options.get("--configfile", []) + options.get("--configfiles", []):
         if not (REPO / path).is_file():
             return f"snakemake: --configfile {path} does not exist"
@@ -263,6 +276,12 @@ def test_code_lines_are_read_from_fenced_and_indented_blocks_only():
             "    gcpipe elo --anchor mean:1500\n\n- a list item\n\n  gcpipe in a list item's paragraph\n")
     assert code_lines(text) == [(4, "$ gcpipe ckpt info FILE      --json  # a comment"),
                                 (8, "gcpipe elo --anchor mean:1500")]
+
+
+def test_output_and_other_languages_are_not_read_as_commands():
+    text = ("```console\n$ gcpipe --version\ngcpipe 0.1.0\n```\n\n```yaml\ngcpipe x: 1\n```\n\n"
+            "```text\ngcpipe 0.1.0\n```\n")
+    assert code_lines(text) == [(2, "$ gcpipe --version")]
 
 
 def test_lines_are_split_as_a_shell_would():
