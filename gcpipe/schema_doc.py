@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from pathlib import Path
 
 import yaml
 
@@ -256,7 +255,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m gcpipe.schema_doc [--check]", file=sys.stderr)
         return 2
     atomic_write_text(README_PATH, text)
-    print(f"{Path(README_PATH).relative_to(Path.cwd()) if README_PATH.is_relative_to(Path.cwd()) else README_PATH}")
+    print(f"wrote {README_PATH}")
     return 0
 
 

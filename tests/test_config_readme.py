@@ -21,6 +21,12 @@ def _documented() -> dict[str, str]:
     return dict(rows)
 
 
+def test_the_shipped_configs_are_listed():
+    assert sorted(name for name, _, _ in schema_doc.SHIPPED) == SHIPPED
+    for name, _, command in schema_doc.SHIPPED:
+        assert command.startswith("snakemake ") and (name == "config.yaml" or f"config/{name}" in command)
+
+
 def test_config_readme_is_what_the_schema_gives():
     assert schema_doc.README_PATH.read_text(encoding="utf-8") == schema_doc.render(), (
         "config/README.md is not what config/schema.yaml gives: run `python -m gcpipe.schema_doc`")

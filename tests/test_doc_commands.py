@@ -263,7 +263,8 @@ def problems() -> list[str]:
         if problem:
             found.append(f"{where}: {problem}")
     for where, name, args in shown_commands(inline=True):
-        problem = gcpipe_names_problem(args) if name == "gcpipe" else None
+        problem = (gcpipe_names_problem(args) if name == "gcpipe" else snakemake_problem(args) if name == "snakemake"
+                   else None)
         if problem:
             found.append(f"{where}: {problem}")
     return found
