@@ -5,7 +5,6 @@ import signal
 from pathlib import Path
 
 import typer
-from typer._click.exceptions import UsageError
 from typer.core import TyperGroup
 
 from gcpipe import __version__, paths
@@ -14,6 +13,12 @@ from gcpipe.io import STDOUT
 from gcpipe.torch_env import before_torch
 
 before_torch()   # before any command imports torch
+
+# The error the parser raises for any argument it refuses (a missing one, an unknown option, a bad
+# value).  typer exports BadParameter, one kind of it, but not the class itself, which is click's
+# (typer before 0.26, which installs click) or typer's own copy of click (0.26 on, which installs no
+# click and whose errors a `click.UsageError` would not catch): found from the public name, either way.
+UsageError = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "UsageError")
 
 
 class _UserErrorsAsOneLine(TyperGroup):

@@ -16,7 +16,7 @@ LAYERS = [
     {"players", "fingerprint"},                  # every kind, defined from configs and specs; the engine's behaviour
     {"train", "match", "workflow", "play"},
     {"analysis"},                                # what a net or search thinks of positions and games
-    {"elo", "config", "report", "provenance"},
+    {"elo", "config", "report", "provenance", "schema_doc"},
     {"cli", "__main__"},                         # the command line and its entry point
 ]
 LAYER = {package: level for level, packages in enumerate(LAYERS) for package in packages}

@@ -42,9 +42,11 @@ class MctsPlayer(BotPlayer):
     """UCT search; "MCTS 2K" = 2000 iterations, exploration 0.7, greedy rollouts."""
     kind = "mcts"
     schema = {"properties": {
-        "iterations": {"type": "integer", "minimum": 1, "maximum": MCTS_MAX_ITERATIONS, "default": 256},
-        "exploration": {"type": "number", "minimum": 0, "default": 0.7},
-        "rollout": {"enum": ["random", "greedy"], "default": "greedy"},
+        "iterations": {"type": "integer", "minimum": 1, "maximum": MCTS_MAX_ITERATIONS, "default": 256,
+                       "description": "UCT iterations per decision (MCTS 2K: 2000)."},
+        "exploration": {"type": "number", "minimum": 0, "default": 0.7, "description": "UCT's exploration constant."},
+        "rollout": {"enum": ["random", "greedy"], "default": "greedy",
+                    "description": "The bot that plays the rollouts to the end of the game."},
     }}
     spec_fields = ("iterations", "exploration", "rollout")
     task_games = 1   # seconds per game

@@ -60,7 +60,8 @@ def player_schema() -> dict:
                          "then": {"type": "object", "additionalProperties": False, **keywords,
                                   "properties": {"kind": {"const": kind}, "roster": {"$ref": "#/$defs/roster"},
                                                  **cls.schema["properties"]}}})
-    return {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": list(KINDS)}}, "allOf": branches}
+    kind = {"enum": list(KINDS), "description": "The player's kind (below)."}
+    return {"type": "object", "required": ["kind"], "properties": {"kind": kind}, "allOf": branches}
 
 
 def define(name: str, entry: dict, where: str | None = None) -> Player:

@@ -33,11 +33,15 @@ class OpenSpielPlayer(RuntimePlayer):
     nothing per slot and observes nothing."""
     kind = "openspiel"
     schema = {"properties": {
-        "algorithm": {"enum": ["mcts"], "default": "mcts"},
-        "max_simulations": {"type": "integer", "minimum": 1, "maximum": 10_000_000, "default": 1000},
-        "uct_c": {"type": "number", "minimum": 0, "default": 2.0},
-        "n_rollouts": {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 1},
-        "solve": {"type": "boolean", "default": True},
+        "algorithm": {"enum": ["mcts"], "default": "mcts",
+                      "description": "OpenSpiel's algorithm: mcts (MCTSBot with RandomRolloutEvaluator)."},
+        "max_simulations": {"type": "integer", "minimum": 1, "maximum": 10_000_000, "default": 1000,
+                            "description": "Simulations per decision."},
+        "uct_c": {"type": "number", "minimum": 0, "default": 2.0, "description": "UCT's exploration constant."},
+        "n_rollouts": {"type": "integer", "minimum": 1, "maximum": 10_000, "default": 1,
+                       "description": "Random rollouts per leaf evaluation."},
+        "solve": {"type": "boolean", "default": True,
+                  "description": "Back up the exact values of solved subtrees (MCTS-Solver)."},
     }}
     spec_fields = ("algorithm", "max_simulations", "uct_c", "n_rollouts")
     task_games = 1      # seconds per game

@@ -26,36 +26,50 @@ MAX_SIMULATIONS = 1_000_000
 # The structure of the settings (JSON Schema properties; the defaults are SearchSettings').  The
 # `search` player kind's config entries and make_settings are both checked against it.
 SETTINGS_SCHEMA = {
-    "simulations": {"type": "integer", "minimum": 1, "maximum": MAX_SIMULATIONS},
-    "variant": {"enum": list(VARIANTS)},
-    "c_puct": {"type": "number", "minimum": 0},
-    "considered": {"type": "integer", "minimum": 1, "maximum": lib.GC_SEARCH_MAX_LEGAL},
-    "c_visit": {"type": "number", "minimum": 0},
-    "c_scale": {"type": "number", "minimum": 0},
-    "value": {"enum": list(VALUE_KINDS)},
-    "value_squash": {"enum": list(SQUASHES)},
+    "simulations": {"type": "integer", "minimum": 1, "maximum": MAX_SIMULATIONS,
+                    "description": "Simulations per move."},
+    "variant": {"enum": list(VARIANTS),
+                "description": "puct (PUCT selection, AlphaZero's) or gumbel (Gumbel AlphaZero's Sequential Halving "
+                               "at the root)."},
+    "c_puct": {"type": "number", "minimum": 0, "description": "PUCT: the exploration constant."},
+    "considered": {"type": "integer", "minimum": 1, "maximum": lib.GC_SEARCH_MAX_LEGAL,
+                   "description": "Gumbel: root actions considered (Sequential Halving)."},
+    "c_visit": {"type": "number", "minimum": 0,
+                "description": "Gumbel: sigma(q) = (c_visit + max N) * c_scale * q (mctx's defaults)."},
+    "c_scale": {"type": "number", "minimum": 0, "description": "Gumbel: the c_scale of sigma(q) (c_visit)."},
+    "value": {"enum": list(VALUE_KINDS),
+              "description": "The leaf value's choice of coefficients: outcome (files whose two value rows estimate "
+                             "each side's +-1 outcome), calibrated (measured on the file's own games: gcpipe "
+                             "calibrate) or rollout (greedy rollouts alone, what a legacy file needs)."},
+    "value_squash": {"enum": list(SQUASHES),
+                     "description": "The leaf value is v = squash(a * value row + b * pass logit + c * [Guerrilla to "
+                                    "move] + d), squash linear (clamped to [-1, 1]) or logistic."},
     "value_coef": {"type": "array", "minItems": 4, "maxItems": 4,
-                   "items": {"type": "number", "minimum": -1e30, "maximum": 1e30}},
-    "rollouts": {"type": "integer", "minimum": 0, "maximum": 10_000},
-    "rollout_weight": {"type": "number", "minimum": 0, "maximum": 1},
-    "temperature": {"type": "number", "minimum": 0},
+                   "items": {"type": "number", "minimum": -1e30, "maximum": 1e30},
+                   "description": "The leaf value's (a, b, c, d) (value_squash); default: those of `value`."},
+    "rollouts": {"type": "integer", "minimum": 0, "maximum": 10_000, "description": "Greedy playouts per leaf."},
+    "rollout_weight": {"type": "number", "minimum": 0, "maximum": 1,
+                       "description": "lambda: leaf value = (1 - lambda) net value + lambda rollouts."},
+    "temperature": {"type": "number", "minimum": 0,
+                    "description": "PUCT's move: 0 the most visited, T > 0 drawn in proportion to N^(1/T)."},
 }
 
 
 @dataclass(frozen=True)
 class SearchSettings:
+    """The settings of a search; SETTINGS_SCHEMA's descriptions say what each means."""
     simulations: int = 200
     variant: str = "gumbel"
-    c_puct: float = 1.5            # PUCT exploration
-    considered: int = 16           # Gumbel: root actions considered (Sequential Halving)
-    c_visit: float = 50.0          # Gumbel: sigma(q) = (c_visit + max N) * c_scale * q  (mctx's defaults)
+    c_puct: float = 1.5
+    considered: int = 16
+    c_visit: float = 50.0
     c_scale: float = 0.1
-    value: str = "outcome"         # outcome | calibrated | rollout (module docstring)
+    value: str = "outcome"
     value_squash: str = "linear"
     value_coef: tuple[float, float, float, float] = OUTCOME_COEF
-    rollouts: int = 0              # greedy playouts per leaf
-    rollout_weight: float = 0.0    # lambda: leaf value = (1 - lambda) net value + lambda rollouts
-    temperature: float = 0.0       # PUCT's move: 0 the most visited, T > 0 drawn in proportion to N^(1/T)
+    rollouts: int = 0
+    rollout_weight: float = 0.0
+    temperature: float = 0.0
 
     def c_config(self):
         """The engine's gc_search_config (kept alive by the returned cdata)."""

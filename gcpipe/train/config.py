@@ -1,6 +1,6 @@
-"""Every training hyperparameter in one dataclass.  Their types, ranges and defaults — the reference
-trainer's values (model.md §4), except `side_value`, a fix the reference lacks (measured:
-docs/experiments.md) — are the `run` settings of config/schema.yaml; `make_config` reads a run's
+"""Every training hyperparameter in one dataclass.  Their types, ranges, defaults and meanings are the
+`run` settings of config/schema.yaml (the defaults are the reference trainer's values, model.md §4, except
+`side_value`, a fix the reference lacks, measured: docs/experiments.md); `make_config` reads a run's
 settings through that schema and adds the rules that span several settings."""
 from __future__ import annotations
 
@@ -32,101 +32,73 @@ def run_schema() -> dict:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    # Budget.  A step is one agent decision of one slot (model.md §4 "total_agents" counts
-    # envs x slots), so a self-play epoch is num_envs * 2 * horizon steps.
+    """A run's settings: one field per `run` setting of config/schema.yaml, whose description says what
+    it means (config/README.md lists them with their types, ranges and defaults)."""
+
     total_timesteps: int
-    num_envs: int  # parallel games; x2 slots = agents in self-play
-    horizon: int  # BPTT segment length
-    minibatch_size: int  # steps, a whole number of segments
-    replay_ratio: float  # trained steps replayed per epoch / trained steps collected
-    # Optimiser: Muon with cosine-annealed learning rate, no weight decay.
+    num_envs: int
+    horizon: int
+    minibatch_size: int
+    replay_ratio: float
     learning_rate: float
-    anneal_lr: bool  # cosine from learning_rate to 0 over the run
+    anneal_lr: bool
     muon_momentum: float
     max_grad_norm: float
-    # Advantages: GAE generalised with V-trace clips; rewards clamped to [-1, 1].
-    reward_shaping: float | dict  # scale of rules.md §6's capture rewards, or {guerrilla: s, coin: s}
-    reward_shaping_from: float  # fraction of the epochs played with the reference's rewards (scale 1) first
-    coin_mobility_reward: float  # the COIN's reward per legal action the Guerrilla lost between its turns
+    reward_shaping: float | dict
+    reward_shaping_from: float
+    coin_mobility_reward: float
     gamma: float
     gae_lambda: float
     vtrace_rho_clip: float
     vtrace_c_clip: float
-    # PPO losses.
     clip_coef: float
     vf_clip_coef: float
     vf_coef: float
-    ent_coef: float  # low by default: the mask already enforces legality
-    # Prioritised segment replay: P(segment) ~ (sum |advantage|)^alpha, importance weight
-    # exponent annealed from beta0 toward 1.
+    ent_coef: float
     prio_alpha: float
     prio_beta0: float
-    # Environment.
     selfplay: bool
-    side: str  # slot 0's side: random (drawn per game) | guerrilla | coin
-    opponent: str | dict  # random | greedy | mcts, or {guerrilla: kind, coin: kind}: the bot of each side
+    side: str
+    opponent: str | dict
     mcts_iterations: int
     mcts_exploration: float
     mcts_rollout: str
     max_episode_length: int
-    # Self-play opponents: this fraction of envs plays a frozen snapshot from the pool; the
-    # snapshots are spread over `frozen_banks` banks (logged as hist_*_bank_i).
     historical_fraction: float
     pool_size: int
     frozen_banks: int
-    # Self-play against the built-in bot: this fraction of envs has slot 1 played by `opponent`
-    # (logged as bot_*); the current policy plays slot 1 of the rest.  One fraction (the network's
-    # side drawn per game) or {guerrilla: f, coin: f}: the envs in which the bot plays each side.
     bot_fraction: float | dict
-    train_slot_1: bool  # also learn from slot 1 where it is the current policy
-    # Self-play value per side.  Both slots see the same observations (rules.md §5), so a single
-    # value output cannot tell whether a row is the Guerrilla or the COIN of its game.  With
-    # this set, COIN rows read their value from decoder row 255 (the pass logit, which never
-    # decides an action: it is the waiting slot's only legal action and never legal for the
-    # actor) and Guerrilla rows from the value row, so the checkpoint layout is unchanged.
-    # Bot mode needs no such split (the agent sees only its own turns) and ignores it.
+    train_slot_1: bool
     side_value: bool
-    # Algorithm.  "ppo": the reference trainer (model.md §4).  "expert": expert iteration
-    # (gcpipe/train/expert.py): self-play moves chosen by a Gumbel search with the current network,
-    # the policy trained toward the search's improved policy, both value rows (the value row for
-    # the Guerrilla, the pass logit for the COIN: side_value's convention) toward the game's
-    # +-1 outcome.  An epoch is one iteration; the run lasts expert_iterations.  bot_fraction of the
-    # games are against `opponent` (with the mcts_* settings); the rollout, advantage and opponent-pool settings above
-    # (total_timesteps, num_envs, horizon, gamma, ..., historical_fraction) are PPO's alone.
-    # "distill": expert iteration's loop with two teacher networks as the expert, one per side
-    # (gcpipe/train/distill.py); the search_* settings are the search of a side whose teacher_search is
-    # set, and expert_value_mix is expert iteration's alone.
     algorithm: str
-    teacher_runs: dict  # distill: {guerrilla: RUN, coin: RUN}, the runs whose final.bin teach each side
-    teacher_search: dict  # distill: {guerrilla: bool, coin: bool}, the side's teacher is the search_* search on that net
-    distill_student_fraction: float  # distill: share of the games whose network plies the student plays
+    teacher_runs: dict
+    teacher_search: dict
+    distill_student_fraction: float
     expert_iterations: int
-    init_run: str  # start from results/runs/INIT_RUN/final.bin (empty: a fresh init)
-    search_simulations: int  # expert: simulations per self-play move
+    init_run: str
+    search_simulations: int
     search_variant: str
-    search_considered: int  # expert: root actions the Gumbel search considers
-    search_rollouts: int  # expert: greedy playouts per leaf, mixed into the leaf value with
-    search_rollout_weight: float  # this weight (bootstraps a fresh net, whose values mean nothing)
-    selfplay_games: int  # expert: complete games per iteration
-    replay_games: int  # expert: the newest games each update trains on
-    expert_epochs: int  # expert: passes over the replay games per iteration
-    expert_minibatch_rows: int  # expert: rows of packed whole games per minibatch
-    expert_policy_coef: float  # expert: weight of the policy loss (0: train the values alone)
-    expert_target_temperature: float  # expert: policy target pi'^(1/T), renormalised (T < 1 sharpens)
-    expert_value_mix: float  # expert: value target (1 - m) z + m (search's root value) at searched plies
-    # Outputs.
-    layout: str  # checkpoint layout: 5c | 5c-bias | legacy (bias layouts train biases)
-    checkpoint_interval: int  # epochs between checkpoints, pool snapshots and resume states
-    eval_interval: int  # epochs between evaluations against greedy (0: never)
-    eval_games: int  # games per side in each evaluation
+    search_considered: int
+    search_rollouts: int
+    search_rollout_weight: float
+    selfplay_games: int
+    replay_games: int
+    expert_epochs: int
+    expert_minibatch_rows: int
+    expert_policy_coef: float
+    expert_target_temperature: float
+    expert_value_mix: float
+    layout: str
+    checkpoint_interval: int
+    eval_interval: int
+    eval_games: int
     seed: int
-    device: str  # cpu | cuda | auto: where training's torch work runs (torch_device)
-    rollout_net: str  # auto | torch | c: PPO's rollout network step (gcpipe/train/rollout_net.py)
-    update_precision: str  # float32 | bfloat16: operands of PPO's update products (train/matmul.py)
-    max_epochs: int  # stop (without final.bin) after this many epochs; 0 = no limit
-    # Processes that play the self-play games (gcpipe/train/ranks.py); how, not what: absent from
-    # config.json and from the settings a run's weights depend on.  Last: the schema has no default
-    # for it, so existing configs resolve to the same text.
+    device: str
+    rollout_net: str
+    update_precision: str
+    max_epochs: int
+    # How, not what: absent from config.json and from the settings a run's weights depend on.  Last:
+    # the schema has no default for it, so existing configs resolve to the same text.
     ranks: int = 1
 
     @property
