@@ -8,7 +8,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from gcpipe.analysis.position import Session, parse_moves
+from gcpipe.analysis.position import AnalysisService, parse_moves
 from gcpipe.cli import app
 from gcpipe.engine import COIN, GUERRILLA, NUM_ACTIONS, PASS_ACTION, SIDE_NAMES, Game, GameBatch
 from gcpipe.errors import UserError
@@ -64,7 +64,7 @@ def _expected_outputs(path, actions, seed, every_ply: bool) -> tuple[Game, np.nd
 @pytest.mark.parametrize("kind", ["net", "legacy"])
 def test_a_nets_view_is_the_net_stepped_as_a_match_player_steps_it(files, kind):
     moves = FORCED[:11]
-    answer = Session().answer({"player": f"net:{files[kind]}", "moves": moves, "seed": 7})
+    answer = AnalysisService().answer({"player": f"net:{files[kind]}", "moves": moves, "seed": 7})
     actions = parse_moves(moves, 7)
     game, out = _expected_outputs(files[kind], actions, 7, every_ply=kind == "net")
     legal = game.legal_actions()
@@ -122,7 +122,7 @@ def _check_against_the_search(answer, player, chosen, game):
 
 def test_a_forced_capture_against_the_search(files):
     settings = SearchSettings(simulations=24)
-    answer = Session().answer({"player": f"search:{files['net']}:24", "moves": FORCED})
+    answer = AnalysisService().answer({"player": f"search:{files['net']}:24", "moves": FORCED})
     actions = parse_moves(FORCED)
     game = Game(1)
     for action in actions:
@@ -149,7 +149,7 @@ def test_one_ply_from_the_end_against_the_search(files):
     ply = replay.plies - 1
     # Every legal move considered, so the winning one is visited.
     wide = {"kind": "search", "path": str(files["net"]), "simulations": 256, "considered": 168}
-    answer = Session(PlayerBook({"wide": wide})).answer({"player": "wide", "ledger": str(files["ledger"]),
+    answer = AnalysisService(PlayerBook({"wide": wide})).answer({"player": "wide", "ledger": str(files["ledger"]),
                                                          "game": record["game"], "ply": ply})
     game = Game(record["seed"])
     for action in replay.actions[:ply]:
@@ -163,7 +163,8 @@ def test_one_ply_from_the_end_against_the_search(files):
                                      replay.actions[:ply], record["seed"])
     _check_against_the_search(answer, player, chosen, game)
     # The end itself: the game is over, nothing to analyse but the result.
-    end = Session().answer({"player": f"net:{files['net']}", "ledger": str(files["ledger"]), "game": record["game"],
+    end = AnalysisService().answer({"player": f"net:{files['net']}", "ledger": str(files["ledger"]),
+                                    "game": record["game"],
                             "ply": replay.plies})
     assert (end["terminal"], end["winner"], end["end"], end["moves"]) == (True, record["winner"], record["end"], [])
 
@@ -171,13 +172,13 @@ def test_one_ply_from_the_end_against_the_search(files):
 def test_a_ledger_position_is_its_move_list_with_the_games_seed(files):
     record = read_ledger(files["ledger"])[1]
     replay = replay_record(record)
-    session = Session(default_player=f"search:{files['net']}:16")
-    by_ledger = session.answer({"ledger": str(files["ledger"]), "game": record["game"], "ply": 5})
+    service = AnalysisService(default_player=f"search:{files['net']}:16")
+    by_ledger = service.answer({"ledger": str(files["ledger"]), "game": record["game"], "ply": 5})
     game, moves = Game(record["seed"]), []
     for action in replay.actions[:5]:
         moves.append(game.action_to_string(action))
         game.apply_action(action)
-    by_moves = Session().answer({"player": f"search:{files['net']}:16", "moves": " ".join(moves),
+    by_moves = AnalysisService().answer({"player": f"search:{files['net']}:16", "moves": " ".join(moves),
                                  "seed": record["seed"]})
     for key in ("ledger", "game", "ply_count"):
         by_ledger.pop(key)
@@ -251,4 +252,5 @@ def test_a_ledger_record_that_does_not_replay_is_refused(files, tmp_path):
     path = tmp_path / f"{record['cell']}.jsonl"
     path.write_text(encode_record(dict(record, plies=record["plies"] + 2)))   # as if another player had played
     with pytest.raises(UserError, match=f"game {record['game']} does not replay: its players give "):
-        Session().answer({"player": f"net:{files['net']}", "ledger": str(path), "game": record["game"], "ply": 0})
+        AnalysisService().answer({"player": f"net:{files['net']}", "ledger": str(path), "game": record["game"],
+                                  "ply": 0})

@@ -192,7 +192,8 @@ def gcpipe_names_problem(args: list[str]) -> str | None:
 
 @functools.cache
 def snakefile_rules() -> frozenset[str]:
-    return frozenset(re.findall(r"^rule (\w+)\s*:", (REPO / "Snakefile").read_text(encoding="utf-8"), re.M))
+    text = (REPO / "Snakefile").read_text(encoding="utf-8")
+    return frozenset(re.findall(r"^(?:rule|checkpoint) (\w+)\s*:", text, re.M))
 
 
 def snakemake_parts(args: list[str]) -> tuple[list[str], dict[str, list[str]]]:

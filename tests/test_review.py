@@ -8,7 +8,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from gcpipe.analysis.position import Session
+from gcpipe.analysis.position import AnalysisService
 from gcpipe.analysis.review import TOP_MOVES, page_html, turning_points
 from gcpipe.cli import app
 from gcpipe.engine import SIDE_NAMES, Game
@@ -45,10 +45,10 @@ def test_the_page_shows_the_replayed_board_and_the_analysis(game):
     record, replay = game["record"], replay_record(game["record"])
     assert len(data["plies"]) == record["plies"] + 1
     board = Game(record["seed"])
-    session = Session(default_player=game["net"])
+    service = AnalysisService(default_player=game["net"])
     for ply, shown in enumerate(data["plies"]):
         assert (shown["stones"], shown["coins"]) == (board.stones(), board.coins())
-        answer = session.answer({"ledger": str(game["ledger"]), "game": record["game"], "ply": ply})
+        answer = service.answer({"ledger": str(game["ledger"]), "game": record["game"], "ply": ply})
         assert shown["to_move"] == answer["to_move"]
         if ply < record["plies"]:
             assert shown["value"] == [round(answer["value"]["guerrilla"], 4), round(answer["value"]["coin"], 4)]

@@ -12,7 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from gcpipe.analysis.position import Session
+from gcpipe.analysis.position import AnalysisService
 from gcpipe.cli import app
 from gcpipe.engine import Game
 from gcpipe.match import match
@@ -44,8 +44,8 @@ def game(tmp_path_factory):
     result = CliRunner().invoke(app, ["view", str(ledger), "--out", str(folder), "--game", str(record["game"]),
                                       "--analyst", net])
     assert result.exit_code == 0, result.output
-    session = Session(default_player=net)
-    answers = [session.answer({"ledger": str(ledger), "game": record["game"], "ply": ply})
+    service = AnalysisService(default_player=net)
+    answers = [service.answer({"ledger": str(ledger), "game": record["game"], "ply": ply})
                for ply in range(record["plies"] + 1)]
     return {"page": folder / f"game-{record['game']}.html", "record": record, "answers": answers,
             "replay": replay_record(record)}

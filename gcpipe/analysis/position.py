@@ -143,7 +143,7 @@ def _terminal(game: Game, ply: int) -> dict:
             "end": game.end_reason, "value": None, "outcome": None, "choice": None, "moves": []}
 
 
-class Session:
+class AnalysisService:
     """Answers queries (dicts), keeping players and ledger replays between them: a JSON-lines
     stream loads each checkpoint and replays each ledger game once."""
 
@@ -262,7 +262,7 @@ def _json_kind(value) -> str:
         type(value), "a number")
 
 
-def answer_lines(read_line: Callable[[], bytes], write: Callable[[str], None], session: Session) -> int:
+def answer_lines(read_line: Callable[[], bytes], write: Callable[[str], None], service: AnalysisService) -> int:
     """The JSON-lines mode: one query per line in, one answer per line out (an error object for a
     bad line, and the stream goes on) until end of input; returns the number of lines answered."""
     count = 0
@@ -273,10 +273,10 @@ def answer_lines(read_line: Callable[[], bytes], write: Callable[[str], None], s
         if not line.strip():
             continue
         count += 1
-        write(json.dumps(answer_line(line, session), allow_nan=False))
+        write(json.dumps(answer_line(line, service), allow_nan=False))
 
 
-def answer_line(line: bytes | str, session: Session) -> dict:
+def answer_line(line: bytes | str, service: AnalysisService) -> dict:
     """One line's answer, or {"id": ..., "error": "..."} for a line that is not a good query."""
     try:
         query = json.loads(line)
@@ -286,7 +286,7 @@ def answer_line(line: bytes | str, session: Session) -> dict:
         return {"error": f"not JSON: {problem}"}
     head = {"id": query["id"]} if isinstance(query, dict) and "id" in query else {}
     try:
-        return session.answer(query)
+        return service.answer(query)
     except UserError as problem:
         return {**head, "error": str(problem)}
 
@@ -297,15 +297,15 @@ def analyse(book: PlayerBook, player: str | None = None, jsonl: bool = False, re
     those not None), its answer one JSON line; or, with `jsonl`, the JSON-lines mode on `read_line`
     (`player` is then the default of lines that name none).  Returns the number of answers."""
     position = {key: value for key, value in position.items() if value is not None}
-    session = Session(book, default_player=player)
+    service = AnalysisService(book, default_player=player)
     if jsonl:
         if position:
             raise UserError(f"--jsonl reads the positions from standard input; "
                             f"{', '.join('--' + key for key in position)} go(es) in each query line")
-        return answer_lines(read_line, write, session)
+        return answer_lines(read_line, write, service)
     if "ledger" in position:
         position["ledger"] = str(position["ledger"])
-    write(json.dumps(session.answer(position), allow_nan=False))
+    write(json.dumps(service.answer(position), allow_nan=False))
     return 1
 
 
