@@ -164,8 +164,7 @@ def test_one_ply_from_the_end_against_the_search(files):
     _check_against_the_search(answer, player, chosen, game)
     # The end itself: the game is over, nothing to analyse but the result.
     end = AnalysisService().answer({"player": f"net:{files['net']}", "ledger": str(files["ledger"]),
-                                    "game": record["game"],
-                            "ply": replay.plies})
+                                    "game": record["game"], "ply": replay.plies})
     assert (end["terminal"], end["winner"], end["end"], end["moves"]) == (True, record["winner"], record["end"], [])
 
 
