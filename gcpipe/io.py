@@ -270,10 +270,14 @@ def lock_or_refuse(fd: int, path, what: str) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = _lock_holder(path)
-        by = f"process {holder}" if holder else "another process"
-        raise UserError(f"{what} {path} is being written by {by}; wait for it to finish or stop it "
+        raise UserError(f"{what} {path} is being written by {_writer(path)}; wait for it to finish or stop it "
                         f"(two writers would mix their results)") from None
+
+
+def _writer(path) -> str:
+    """Who holds the lock of `path`, for an error line: 'process PID', or 'another process'."""
+    holder = _lock_holder(path)
+    return f"process {holder}" if holder else "another process"
 
 
 def refuse_while_written(path, what: str) -> None:
@@ -291,10 +295,8 @@ def refuse_while_written(path, what: str) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = _lock_holder(path)
-        by = f"process {holder}" if holder else "another process"
-        raise UserError(f"{what} {path} is being written by {by}; wait for it to finish (its games are not all "
-                        f"played yet)") from None
+        raise UserError(f"{what} {path} is being written by {_writer(path)}; wait for it to finish (its games are "
+                        f"not all played yet)") from None
     finally:
         os.close(fd)
 

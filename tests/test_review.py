@@ -5,34 +5,21 @@ import json
 import re
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from gcpipe.analysis.position import AnalysisService
 from gcpipe.analysis.review import TOP_MOVES, page_html, turning_points
 from gcpipe.cli import app
 from gcpipe.engine import SIDE_NAMES, Game
-from gcpipe.match import match
-from gcpipe.match.ledger import read_ledger
 from gcpipe.match.replay import replay_record
-from gcpipe.nn.checkpoint import save
-from gcpipe.nn.model import MinGRUPolicy
+from review_game import reviewed_game
 
 
 @pytest.fixture(scope="module")
 def game(tmp_path_factory):
     """A net-vs-greedy ledger, its longest game and its review page by the same net."""
     folder = tmp_path_factory.mktemp("review")
-    save(MinGRUPolicy(128, 2, bias=False, generator=torch.Generator().manual_seed(1)), folder / "alpha.bin", "5c")
-    net = f"net:{folder / 'alpha.bin'}"
-    ledger = match(net, "greedy", 4, out=folder / "alpha__greedy.jsonl", workers=1, progress=False).ledger
-    record = max(read_ledger(ledger), key=lambda r: r["plies"])
-    result = CliRunner().invoke(app, ["view", str(ledger), "--out", str(folder / "pages"), "--game",
-                                      str(record["game"]), "--analyst", net])
-    assert result.exit_code == 0, result.output
-    page = folder / "pages" / f"game-{record['game']}.html"
-    assert result.output.splitlines() == [str(folder / "pages" / f"game-{record['game']}.svg"), str(page)]
-    return {"ledger": ledger, "record": record, "page": page, "net": net, "folder": folder}
+    return {**reviewed_game(folder, folder / "pages"), "folder": folder}
 
 
 def page_data(path) -> dict:

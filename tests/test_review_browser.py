@@ -9,17 +9,12 @@ import shutil
 import tempfile
 
 import pytest
-import torch
-from typer.testing import CliRunner
 
 from gcpipe.analysis.position import AnalysisService
-from gcpipe.cli import app
 from gcpipe.engine import Game
-from gcpipe.match import match
 from gcpipe.match.ledger import read_ledger
 from gcpipe.match.replay import replay_record
-from gcpipe.nn.checkpoint import save
-from gcpipe.nn.model import MinGRUPolicy
+from review_game import reviewed_game
 
 CHROMIUM = os.environ.get("GCPIPE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 playwright = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install -e "
@@ -37,18 +32,12 @@ CURVE_WIDTH, CURVE_PAD = 600, 24     # the curve's drawing box (gcpipe/analysis/
 @pytest.fixture(scope="module")
 def game(tmp_path_factory):
     folder = tmp_path_factory.mktemp("browser")
-    save(MinGRUPolicy(128, 2, bias=False, generator=torch.Generator().manual_seed(1)), folder / "alpha.bin", "5c")
-    net = f"net:{folder / 'alpha.bin'}"
-    ledger = match(net, "greedy", 4, out=folder / "alpha__greedy.jsonl", workers=1, progress=False).ledger
-    record = max(read_ledger(ledger), key=lambda r: r["plies"])
-    result = CliRunner().invoke(app, ["view", str(ledger), "--out", str(folder), "--game", str(record["game"]),
-                                      "--analyst", net])
-    assert result.exit_code == 0, result.output
-    service = AnalysisService(default_player=net)
-    answers = [service.answer({"ledger": str(ledger), "game": record["game"], "ply": ply})
+    reviewed = reviewed_game(folder, folder)
+    record = reviewed["record"]
+    service = AnalysisService(default_player=reviewed["net"])
+    answers = [service.answer({"ledger": str(reviewed["ledger"]), "game": record["game"], "ply": ply})
                for ply in range(record["plies"] + 1)]
-    return {"page": folder / f"game-{record['game']}.html", "record": record, "answers": answers,
-            "replay": replay_record(record)}
+    return {"page": reviewed["page"], "record": record, "answers": answers, "replay": replay_record(record)}
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ import pytest
 from gcpipe.analysis.serve import HUMAN_ROSTER, Table, make_server
 from gcpipe.engine import Game
 from gcpipe.errors import UserError
-from gcpipe.match.ledger import game_seed, read_ledger
+from gcpipe.fingerprint import engine_fingerprint
+from gcpipe.match.ledger import game_seed
 
 
 @pytest.fixture
@@ -53,7 +54,8 @@ def test_two_whole_games_go_to_the_ledger(server):
                 board.apply_action(board.string_to_action(move))
             assert (board.stones(), board.coins()) == (state["stones"], state["coins"])
         assert state["recorded"] and state["legal"] == []
-        records = read_ledger(table.ledger)
+        # On disk while the server still holds the ledger (read_ledger refuses a ledger being written).
+        records = [json.loads(line) for line in table.ledger.read_text().splitlines()]
         assert len(records) == index + 1
         assert {key: records[-1][key] for key in ("cell", "guerrilla", "coin", "game", "seed", "winner", "plies",
                                                   "end")} == {
@@ -61,6 +63,7 @@ def test_two_whole_games_go_to_the_ledger(server):
             "winner": state["winner"], "plies": len(state["moves"]), "end": state["end"]}
         assert records[-1]["coin_id"] == {"kind": "human", "name": "me"}
         assert records[-1]["guerrilla_id"] == {"kind": "random"}
+        assert records[-1]["engine"] == engine_fingerprint()
     summary = json.loads(table.ledger.with_suffix(".json").read_text())
     assert summary["games"] == 2
 
@@ -88,3 +91,15 @@ def test_a_ledger_of_another_cell_is_refused(tmp_path):
         Table("coin", "nobody", tmp_path / "y.jsonl")
     with pytest.raises(UserError, match="roster position 15 is the person's"):
         Table("coin", "random@15", tmp_path / "y.jsonl")
+
+
+def test_a_ledger_of_another_engine_is_refused(tmp_path):
+    table = Table("guerrilla", "random", tmp_path / "x.jsonl")
+    while not table.games.game(0).is_terminal():
+        table.move(table.state()["legal"][0])
+    table.close()
+    other = "0" * 16 if engine_fingerprint() != "0" * 16 else "1" * 16
+    ledger = tmp_path / "x.jsonl"
+    ledger.write_text(ledger.read_text().replace(f'"engine":"{engine_fingerprint()}"', f'"engine":"{other}"'))
+    with pytest.raises(UserError, match=f"engine fingerprint {other} there, {engine_fingerprint()} now"):
+        Table("guerrilla", "random", ledger)

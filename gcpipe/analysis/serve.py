@@ -20,6 +20,7 @@ from gcpipe.analysis.review import BOARD_JS, BOARD_STYLE, board_names
 from gcpipe.engine import SIDE_NAMES, TOURNAMENT_PLY_CAP, GameBatch, action_to_string
 from gcpipe.engine.game import check_seed
 from gcpipe.errors import UserError
+from gcpipe.fingerprint import engine_fingerprint
 from gcpipe.match.ledger import LedgerWriter, cell_name, game_seed, write_summary
 from gcpipe.play import legal_move_hint, read_move
 from gcpipe.players import PlayerBook
@@ -55,6 +56,11 @@ class Table:
             cell = self._writer.records[0]["cell"]
             self._writer.close()
             raise UserError(f"{self.ledger} holds games of {cell}, not {self.cell}; give another --ledger")
+        if self._writer.records and self._writer.records[0]["engine"] != engine_fingerprint():
+            engine = self._writer.records[0]["engine"]
+            self._writer.close()
+            raise UserError(f"{self.ledger} holds games of an engine of another behaviour (engine fingerprint "
+                            f"{engine} there, {engine_fingerprint()} now); give another --ledger")
         self._lock = threading.Lock()
         self.games = GameBatch(1)
         self.new_game()
@@ -119,8 +125,8 @@ class Table:
         self._writer.append({"cell": self.cell, "guerrilla": self.names[0], "coin": self.names[1],
                              "game": self.index, "seed": self.seed, "winner": SIDE_NAMES[game.winner],
                              "plies": game.plies, "end": game.end_reason, "guerrilla_id": self.ids[0],
-                             "coin_id": self.ids[1]})
-        write_summary(self.ledger)
+                             "coin_id": self.ids[1], "engine": engine_fingerprint()})
+        write_summary(self.ledger, records=self._writer.records)
         self.recorded = True
 
     def state(self) -> dict:

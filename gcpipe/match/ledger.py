@@ -389,9 +389,10 @@ def summarize(records) -> dict:
     }
 
 
-def write_summary(ledger_path, summary_path=None) -> dict:
-    """Summarize a ledger and write the summary atomically (default: next to it, G__C.json)."""
-    summary = summarize(read_ledger(ledger_path))
+def write_summary(ledger_path, summary_path=None, records=None) -> dict:
+    """Summarize a ledger and write the summary atomically (default: next to it, G__C.json).  Its
+    writer, which holds the ledger's lock (so read_ledger refuses it), passes its `records`."""
+    summary = summarize(read_ledger(ledger_path) if records is None else records)
     atomic_write_json(summary_path or summary_path_for(ledger_path), summary)
     return summary
 
