@@ -274,7 +274,7 @@ def view(ledger: Path = typer.Argument(..., metavar="LEDGER", help="A cell's led
 @app.command()
 def analyse(player: str = typer.Option(None, "--player", help="net:FILE.bin, search:FILE.bin:SIMS, or a net or "
                                                               "search player of --config."),
-            moves: str = typer.Option(None, "--moves", help="Moves from the start, e.g. 'd4-d5 D3-C4' (the "
+            moves: str = typer.Option(None, "--moves", help="Moves from the start, e.g. 'd4-d5 D3-E2' (the "
                                                             "notation of gcpipe play)."),
             seed: int = typer.Option(None, "--seed", help="The game's generator seed (default 1)."),
             ledger: Path = typer.Option(None, "--ledger", help="A ledger: analyse its game --game at --ply."),

@@ -77,3 +77,13 @@ def test_no_import_cycle_among_the_packages():
         tuple(TopologicalSorter(graph).static_order())
     except CycleError as cycle:
         raise AssertionError(f"import cycle: {' -> '.join(cycle.args[1])}") from None
+
+
+def test_every_package_is_installed():
+    """pyproject.toml lists every package folder: one left out works in an editable install and is
+    missing from a wheel (`pip install .`)."""
+    import tomllib
+
+    listed = set(tomllib.loads((GCPIPE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(init.parent.relative_to(GCPIPE.parent).parts) for init in GCPIPE.rglob("__init__.py")}
+    assert listed == folders
