@@ -207,6 +207,15 @@ def engine_fingerprint() -> str:
     return fingerprint
 
 
+def other_engine(recorded: str) -> str | None:
+    """Where results recorded by the engine of fingerprint `recorded` are not this engine's: the words
+    naming both for an error line ('an engine of another behaviour (engine fingerprint X there, Y
+    now)'); None where they are."""
+    if recorded == engine_fingerprint():
+        return None
+    return f"an engine of another behaviour (engine fingerprint {recorded} there, {engine_fingerprint()} now)"
+
+
 def describe(fingerprint: str) -> str:
     """How a fingerprint is named in messages."""
     return f"engine fingerprint {fingerprint}"

@@ -18,9 +18,8 @@ import numpy as np
 
 from gcpipe.analysis.review import BOARD_JS, BOARD_STYLE, board_names
 from gcpipe.engine import SIDE_NAMES, TOURNAMENT_PLY_CAP, GameBatch, action_to_string
-from gcpipe.engine.game import check_seed
 from gcpipe.errors import UserError
-from gcpipe.fingerprint import engine_fingerprint
+from gcpipe.fingerprint import engine_fingerprint, other_engine
 from gcpipe.match.ledger import LedgerWriter, cell_name, game_seed, write_summary
 from gcpipe.play import legal_move_hint, read_move
 from gcpipe.players import PlayerBook
@@ -56,11 +55,10 @@ class Table:
             cell = self._writer.records[0]["cell"]
             self._writer.close()
             raise UserError(f"{self.ledger} holds games of {cell}, not {self.cell}; give another --ledger")
-        if self._writer.records and self._writer.records[0]["engine"] != engine_fingerprint():
-            engine = self._writer.records[0]["engine"]
+        other = self._writer.records and other_engine(self._writer.records[0]["engine"])
+        if other:
             self._writer.close()
-            raise UserError(f"{self.ledger} holds games of an engine of another behaviour (engine fingerprint "
-                            f"{engine} there, {engine_fingerprint()} now); give another --ledger")
+            raise UserError(f"{self.ledger} holds games of {other}; give another --ledger")
         self._lock = threading.Lock()
         self.games = GameBatch(1)
         self.new_game()

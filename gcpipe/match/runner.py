@@ -13,7 +13,7 @@ import numpy as np
 from gcpipe import paths
 from gcpipe.engine import END_REASONS, GUERRILLA, SIDE_NAMES
 from gcpipe.errors import UserError, check_int, print_stderr
-from gcpipe.fingerprint import engine_fingerprint
+from gcpipe.fingerprint import engine_fingerprint, other_engine
 from gcpipe.match.ledger import (GAME_INDEX_LIMIT, LedgerWriter, cell_name, check_ledger_path, format_ranges,
                                  game_seed, summary_path_for, write_summary)
 from gcpipe.match.pool import play_in_tasks, usable_cores
@@ -133,7 +133,7 @@ RANGE_REMEDY = "ask for the games it holds (--first-game, --games), or give anot
 
 def _remedy(records: list[dict]) -> str:
     """What to do about a ledger that ledger_mismatch refuses."""
-    return ENGINE_REMEDY if records[0]["engine"] != engine_fingerprint() else LEDGER_REMEDY
+    return ENGINE_REMEDY if other_engine(records[0]["engine"]) else LEDGER_REMEDY
 
 
 def check_ledger(records: list[dict], path: Path, guerrilla: Player, coin: Player) -> None:
@@ -141,9 +141,8 @@ def check_ledger(records: list[dict], path: Path, guerrilla: Player, coin: Playe
     engine of the same behaviour (`compare`, which has no --replace-others, checks its ledgers so)."""
     mismatch = ledger_mismatch(records, path, guerrilla, coin)
     if mismatch:
-        other_engine = records[0]["engine"] != engine_fingerprint()
         raise UserError(f"{mismatch}; " + ("give another --out, or delete it to play its games again with this "
-                                           "engine" if other_engine else LEDGER_REMEDY))
+                                           "engine" if other_engine(records[0]["engine"]) else LEDGER_REMEDY))
 
 
 def ledger_mismatch(records: list[dict], path: Path, guerrilla: Player, coin: Player) -> str | None:
@@ -153,9 +152,8 @@ def ledger_mismatch(records: list[dict], path: Path, guerrilla: Player, coin: Pl
         return None
     cell = cell_name(guerrilla.name, coin.name)
     first = records[0]
-    if first["engine"] != engine_fingerprint():
-        return (f"{path} was played by an engine of another behaviour (engine fingerprint {first['engine']} "
-                f"there, {engine_fingerprint()} now)")
+    if other_engine(first["engine"]):
+        return f"{path} was played by {other_engine(first['engine'])}"
     if first["cell"] != cell:
         return f"{path} holds cell {first['cell']}, not {cell}"
     for side, player in (("guerrilla", guerrilla), ("coin", coin)):

@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 from gcpipe.engine import Game
 from gcpipe.engine.game import action_to_string
 from gcpipe.errors import UserError
-from gcpipe.fingerprint import engine_fingerprint
+from gcpipe.fingerprint import other_engine
 from gcpipe.io import atomic_write_text
 from gcpipe.match.ledger import SIDES, read_ledger
 from gcpipe.match.replay import Replay, plies_of, replay_record
@@ -62,9 +62,8 @@ def chosen_games(ledger, games=None) -> list[tuple[str, dict | None, Replay | No
     records = read_ledger(ledger)
     if not records:
         raise UserError(f"{ledger}: no finished games to draw")
-    if records[0]["engine"] != engine_fingerprint():   # its games replay as other games here
-        raise UserError(f"{ledger} was played by an engine of another behaviour (engine fingerprint "
-                        f"{records[0]['engine']} there, {engine_fingerprint()} now): this engine cannot replay "
+    if other_engine(records[0]["engine"]):   # its games replay as other games here
+        raise UserError(f"{ledger} was played by {other_engine(records[0]['engine'])}: this engine cannot replay "
                         f"its games; play them again (gcpipe match --replace-others)")
     by_game = {record["game"]: record for record in records}
     if not games:
