@@ -136,7 +136,7 @@ int gc_vec_reset(gc_vec *v) {
     memset(v->terminals, 0, (size_t)v->num_envs * slots);
     for (int i = 0; i < v->num_envs; i++) {
         gc_env *e = &v->envs[i];
-        e->rng = ((uint64_t)v->seed << 32) + (uint64_t)i;
+        e->rng = ((uint64_t)v->seed << 32) + (v->env_numbers ? v->env_numbers[i] : (uint64_t)i);
         int err = start_game(v, e, v->mcts);
         if (err) return err;
         write_env_view(v, e, i);
@@ -239,8 +239,12 @@ int gc_vec_step(gc_vec *v) {
 }
 
 void gc_vec_log_step(gc_vec *v) {
-    for (int i = 0; i < v->num_envs; i++)
-        if (v->game_ends[i].ended) log_game(v, &v->game_ends[i]);
+    gc_vec_log_games(v, v->game_ends, v->num_envs);
+}
+
+void gc_vec_log_games(gc_vec *v, const gc_game_end *ends, int n) {
+    for (int i = 0; i < n; i++)
+        if (ends[i].ended) log_game(v, &ends[i]);
 }
 
 int gc_vec_step_claimed(gc_vec *v, int32_t *next_block, gc_mcts *pool) {

@@ -69,6 +69,10 @@ typedef struct {
                                * that env's games, GC_NONE leaves it to `side` */
     int max_episode_length;   /* timeout in ticks (rules.md §4.4) */
     uint32_t seed;            /* base seed of the env generators */
+    const uint64_t *env_numbers; /* NULL, or per env: the number its generator starts from beside the
+                               * seed, (seed << 32) + number, where NULL means the env's index; a run
+                               * whose envs are split over processes gives each env its number in the
+                               * whole run, so that every game is the one-process run's */
     gc_bot bots[2];           /* the built-in bot by the side it plays, bots[GC_GUERRILLA - 1] and
                                * bots[GC_COIN - 1]: bot mode's opponent, self-play's slot 1 in the
                                * envs tagged < 0 */
@@ -116,6 +120,9 @@ int gc_vec_step(gc_vec *v);
 #define GC_VEC_BLOCK 16
 int gc_vec_step_claimed(gc_vec *v, int32_t *next_block, gc_mcts *pool);
 void gc_vec_log_step(gc_vec *v);
+/* Adds to the log the games of ends[0..n) that ended (entries whose `ended` is 1), in that order: the
+ * games a run split over processes gathers, put in the order a one-process gc_vec_log_step adds them. */
+void gc_vec_log_games(gc_vec *v, const gc_game_end *ends, int n);
 /* A node pool for one more concurrent gc_vec_step_claimed (gc_mcts_free frees it); NULL when v has no
  * MCTS bot or the allocation fails. */
 gc_mcts *gc_vec_new_pool(const gc_vec *v);

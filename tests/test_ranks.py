@@ -1,10 +1,11 @@
-"""One training run over several processes (gcpipe/train/ranks.py): expert iteration and
-distillation over 2 ranks on this machine write the bytes of one process; a rank killed mid-run
+"""One training run over several processes (gcpipe/train/ranks.py): expert iteration,
+distillation and PPO over several ranks on this machine write the bytes of one process; a rank killed mid-run
 stops the run with one line and the rerun ends with the bytes of a run never stopped; launches
 that cannot work are one line before any game."""
 import csv
 import io
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -174,9 +175,35 @@ def test_ranks_of_other_settings_are_refused_before_any_game(tmp_path):
     assert not (tmp_path / "run" / "metrics.csv").exists()
 
 
-def test_ranks_on_ppo_are_refused():
-    with pytest.raises(UserError, match="'ranks' \\(2\\) spreads the self-play games of algorithm expert or distill"):
-        make_config({"ranks": 2})
+# PPO with bots (greedy and MCTS), frozen opponents in three banks and pool snapshots every second
+# epoch, both slots trained, and short games (many end, in every rank's envs): 21 envs, uneven
+# over 2 and 4 ranks.
+PPO_RANKS = dict(num_envs=21, horizon=8, minibatch_size=32, bot_fraction=0.25, historical_fraction=0.3,
+                 frozen_banks=3, opponent={"guerrilla": "greedy", "coin": "mcts"}, mcts_iterations=8,
+                 total_timesteps=21 * 2 * 8 * 9, checkpoint_interval=2, seed=3, max_episode_length=12,
+                 train_slot_1=True)
+
+
+def test_ppo_over_ranks_writes_the_bytes_of_one_process_and_continues_at_another_number_of_ranks(tmp_path):
+    """Two ranks stop after 5 epochs (their saved state is the 4th's); four ranks finish the run."""
+    alone = train("p", make_config(PPO_RANKS), tmp_path / "one")
+    rows = _rows(alone)
+    assert sum(float(row["games"]) for row in rows) > 50 and sum(float(row["hist_n"]) for row in rows) > 10
+    train("p", make_config(dict(PPO_RANKS, ranks=2, max_epochs=5)), tmp_path / "two", threads=2)
+    assert len(_rows(tmp_path / "two")) == 5 and not (tmp_path / "two" / "final.bin").exists()
+    train("p", make_config(dict(PPO_RANKS, ranks=4)), tmp_path / "two", threads=4)
+    assert_same_run(alone, tmp_path / "two")
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(ranks=22), "'ranks' (22) is more than 'num_envs' (21): a PPO rank steps at least one env"),
+    (dict(ranks=2, device="cuda"), "'ranks' (2) steps PPO's rollouts in C on the CPU; set device cpu or auto and "
+                                   "rollout_net c or auto"),
+    (dict(ranks=2, rollout_net="torch"), "'ranks' (2) steps PPO's rollouts in C on the CPU"),
+])
+def test_ppo_ranks_that_cannot_work_are_refused(settings, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        make_config(dict(PPO_RANKS, **settings))
 
 
 def test_ranks_are_neither_recorded_nor_a_result_setting(tmp_path):

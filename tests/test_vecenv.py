@@ -594,3 +594,47 @@ def test_any_thread_count_steps_and_logs_the_same(selfplay):
 def test_threads_must_be_positive():
     with pytest.raises(UserError, match="threads must be an integer >= 1, got 0"):
         VecEnv(2, threads=0)
+
+
+@pytest.mark.parametrize("selfplay", [True, False])
+def test_envs_split_by_their_numbers_step_save_and_log_as_the_whole(selfplay):
+    """A run's envs split over processes (PPO over ranks): envs 0, 2, 4, .. and 1, 3, 5, .. with
+    their numbers play the whole's games; their states join into the whole's and split back; their
+    ended games, logged in the whole's order, give the whole's log."""
+    kwargs = dict(selfplay=selfplay, opponent={"guerrilla": "greedy", "coin": "mcts"}, mcts_iterations=8,
+                  max_episode_length=20, seed=11)
+    whole = VecEnv(7, side=[G, C, NO_SIDE, G, C, NO_SIDE, NO_SIDE] if selfplay else G, **kwargs)
+    numbers = [np.arange(0, 7, 2), np.arange(1, 7, 2)]
+    parts = [VecEnv(len(envs), side=[[G, C, NO_SIDE, G, C, NO_SIDE, NO_SIDE][i] for i in envs] if selfplay else G,
+                    env_numbers=envs, **kwargs) for envs in numbers]
+    if selfplay:
+        whole.opponent_tags[5:] = -1
+        for part, envs in zip(parts, numbers):
+            part.opponent_tags[:] = np.where(envs >= 5, -1, 0)
+    for env in [whole, *parts]:
+        env.reset()
+    ended = []
+    for tick in range(60):
+        whole.random_actions()
+        for part, envs in zip(parts, numbers):
+            part.step(whole.actions[envs])
+            games, records = part.game_ends()
+            ended += [(tick, envs[i], record) for i, record in zip(games, records)]
+        whole.step()
+        for part, envs in zip(parts, numbers):
+            for name in ("observations", "action_masks", "rewards", "terminals", "slot_sides"):
+                assert np.array_equal(getattr(part, name), getattr(whole, name)[envs]), (tick, name)
+    assert len(ended) > 10
+    expected = whole.pop_log()
+    whole_state = whole.get_state()
+    parts[0].pop_log()        # (the joined state's log is this env's: a run joins states with its log popped)
+    assert parts[0].join_states([part.get_state() for part in parts], numbers, 7) == whole_state
+    for part, envs in zip(parts, numbers):
+        part.set_state(parts[0].share_of_state(whole_state, envs, 7))
+        assert part.get_state() == parts[0].share_of_state(whole_state, envs, 7)
+    ended.sort(key=lambda game: (game[0], game[1]))
+    parts[0].pop_log()
+    parts[0].log_games(np.array([record for _, _, record in ended]))
+    got = parts[0].pop_log()
+    assert expected["games"] == len(ended) and got.keys() == expected.keys()
+    assert all(got[k] == expected[k] or (math.isnan(got[k]) and math.isnan(expected[k])) for k in expected)

@@ -25,8 +25,9 @@ allows any point), and 0 elsewhere: a signal toward the line that leaves the Gue
 
 Randomness: env i owns a splitmix64 generator started at (seed << 32) + i on `reset`; each game
 takes one draw, whose low 32 bits seed the game (its generator feeds the bots) and whose bit 32
-picks slot 0's side where `side` leaves it open.  Everything is a pure function of (seed, num_envs, config,
-actions) — not of `threads`, the number of threads a step runs on (the bots' searches are most of
+picks slot 0's side where `side` leaves it open.  `env_numbers` gives env i another number than i
+(an env of a run split over processes keeps its number in the whole run: the same games).
+Everything is a pure function of (seed, num_envs, env numbers, config, actions) — not of `threads`, the number of threads a step runs on (the bots' searches are most of
 a step's work): each claims blocks of envs until none is left and steps them with its own node
 pool, and the games that ended are logged in env order afterwards.
 """
@@ -46,6 +47,7 @@ from gcpipe.errors import UserError, check_int, is_finite_number, is_int
 C_INT_MAX = 2**31 - 1   # the C struct's int settings hold no more
 
 _ZERO_LOG = ffi.new("gc_env_log *")  # all zeros
+_GAME_END = np.dtype((np.void, ffi.sizeof("gc_game_end")))   # a raw gc_game_end
 
 
 class VecEnv:
@@ -78,7 +80,7 @@ class VecEnv:
                  opponent: str | Mapping[str, str] = "random",
                  mcts_iterations: int = 256, mcts_exploration: float = 0.7, mcts_rollout: str = "greedy",
                  max_episode_length: int = 256, seed: int = 0, threads: int = 1,
-                 coin_mobility_reward: float = 0.0):
+                 coin_mobility_reward: float = 0.0, env_numbers: Sequence[int] | None = None):
         self._vec = None        # close() (also from __del__ after a failed __init__) reads these three
         self._executor = None
         self._pools = []
@@ -93,6 +95,11 @@ class VecEnv:
             if env_sides.shape != (num_envs,) or not np.isin(env_sides, (NO_SIDE, GUERRILLA, COIN)).all():
                 raise UserError(f"per-env sides must be {num_envs} values, each NO_SIDE ({NO_SIDE}), "
                                 f"GUERRILLA ({GUERRILLA}) or COIN ({COIN})")
+        if env_numbers is not None:
+            env_numbers = np.asarray(env_numbers)
+            if (env_numbers.shape != (num_envs,) or env_numbers.dtype.kind not in "iu"
+                    or (env_numbers.size and (env_numbers.min() < 0 or env_numbers.max() >= 2**32))):
+                raise UserError(f"env_numbers must be {num_envs} whole numbers in [0, 2**32)")
         check_int("max_episode_length", max_episode_length, 1, C_INT_MAX)
         check_seed(seed)
         check_int("threads", threads, 1)
@@ -127,6 +134,9 @@ class VecEnv:
         if env_sides is not None:     # C codes; the attribute keeps the buffer alive
             self._env_sides = np.array([lib.GC_NONE if x == NO_SIDE else side_to_c(x) for x in env_sides], np.uint8)
             vec.env_sides = ffi.from_buffer("uint8_t[]", self._env_sides)
+        if env_numbers is not None:   # the attribute keeps the buffer alive
+            self._env_numbers = env_numbers.astype(np.uint64)
+            vec.env_numbers = ffi.from_buffer("uint64_t[]", self._env_numbers)
         vec.max_episode_length = int(max_episode_length)
         vec.seed = int(seed)
         # The bot of each side, in gc_vec's order (Guerrilla, COIN), which is SIDE_NAMES'.
@@ -200,6 +210,22 @@ class VecEnv:
             _check_bot(code)
         lib.gc_vec_log_step(self._vec)
 
+    def game_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """The games the last step ended: (their envs, their raw gc_game_end records, a numpy void
+        each), for `log_games` in another process."""
+        self._check_open()
+        records = np.frombuffer(ffi.buffer(self._game_ends), _GAME_END)
+        ended = np.flatnonzero(records.view(np.uint8)[ffi.offsetof("gc_game_end", "ended")::_GAME_END.itemsize])
+        return ended, records[ended].copy()
+
+    def log_games(self, records: np.ndarray) -> None:
+        """Adds to the log the ended games among `records` (game_ends' records, of any envs), in order."""
+        self._check_open()
+        records = np.ascontiguousarray(records)
+        if records.dtype != _GAME_END:
+            raise UserError("log_games takes the records of VecEnv.game_ends")
+        lib.gc_vec_log_games(self._vec, ffi.from_buffer("gc_game_end[]", records), len(records))
+
     def random_actions(self) -> None:
         """Writes into `actions` a uniformly random legal action for every actor slot (and 255 for
         waiting slots), drawn in C from a splitmix64 stream seeded like the envs: a cheap policy
@@ -237,6 +263,47 @@ class VecEnv:
         ffi.memmove(ffi.addressof(self._vec.log), state[at[2]:at[3]], sizes[2])
         for i, array in enumerate(arrays):
             array.reshape(-1).view(np.uint8)[:] = np.frombuffer(state[at[3 + i]:at[4 + i]], np.uint8)
+
+    def _state_sections(self) -> list[int]:
+        """get_state's sections, in order: a section's bytes per env, or -n for n bytes of the whole
+        (the started flag, the log)."""
+        per_env = [a.nbytes // self.num_envs for a in self._state_arrays()]
+        return [-1, ffi.sizeof("gc_env"), -ffi.sizeof("gc_env_log")] + per_env
+
+    def join_states(self, states: list[bytes], numbers: list[np.ndarray], num_envs: int) -> bytes:
+        """The get_state of one env of `num_envs` envs from the states of envs holding its envs
+        `numbers` (each such env built like this one but for its envs; together every env once):
+        each env's part where its number says, the whole's parts (started, log) this env's."""
+        out = []
+        at = [0] * len(states)
+        own = self.get_state()
+        own_at = 0
+        for size in self._state_sections():
+            if size < 0:
+                out.append(own[own_at:own_at - size])
+                own_at -= size
+                at = [a - size for a in at]
+                continue
+            joined = np.zeros((num_envs, size), np.uint8)
+            for k, (state, envs) in enumerate(zip(states, numbers)):
+                joined[envs] = np.frombuffer(state, np.uint8, len(envs) * size, at[k]).reshape(len(envs), size)
+                at[k] += len(envs) * size
+            own_at += self.num_envs * size
+            out.append(joined.tobytes())
+        return b"".join(out)
+
+    def share_of_state(self, state: bytes, numbers: np.ndarray, num_envs: int) -> bytes:
+        """The part of a get_state of `num_envs` envs that an env holding its envs `numbers` sets."""
+        out, at = [], 0
+        for size in self._state_sections():
+            if size < 0:
+                out.append(state[at:at - size])
+                at -= size
+                continue
+            whole = np.frombuffer(state, np.uint8, num_envs * size, at).reshape(num_envs, size)
+            out.append(whole[numbers].tobytes())
+            at += num_envs * size
+        return b"".join(out)
 
     def _state_arrays(self) -> list[np.ndarray]:
         return [self._observations, self._action_masks, self._actions, self._rewards, self._terminals,

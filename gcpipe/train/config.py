@@ -172,8 +172,7 @@ class TrainConfig:
 # `device`, like the thread count, says where the sums run rather than what the run is: a finished
 # run is not retrained on another device, and a stopped one continues only on the device it was
 # saved on (gcpipe/train/run.py starts it over elsewhere, saying so).
-# `ranks` spreads the same games over more processes (expert iteration and distillation; PPO
-# refuses it).
+# `ranks` spreads the same games over more processes (docs/distributed.md).
 RESULT_NEUTRAL_SETTINGS = ("eval_interval", "eval_games", "max_epochs", "device", "ranks")
 
 
@@ -249,9 +248,12 @@ def _check_across(config: TrainConfig, where: str) -> None:
             raise UserError(f"{where}: 'replay_games' ({config.replay_games}) must be at least 'selfplay_games' "
                             f"({config.selfplay_games}): each update trains on the newest games")
         return   # the rest are PPO's settings
-    if config.ranks > 1:
-        raise UserError(f"{where}: 'ranks' ({config.ranks}) spreads the self-play games of algorithm expert or "
-                        f"distill over processes; PPO trains in one process, so leave it out (or 1)")
+    if config.ranks > config.num_envs:
+        raise UserError(f"{where}: 'ranks' ({config.ranks}) is more than 'num_envs' ({config.num_envs}): a PPO "
+                        f"rank steps at least one env")
+    if config.ranks > 1 and (config.device == "cuda" or config.rollout_net == "torch"):
+        raise UserError(f"{where}: 'ranks' ({config.ranks}) steps PPO's rollouts in C on the CPU; set device "
+                        f"cpu or auto and rollout_net c or auto")
     if config.minibatch_size % config.horizon:
         raise UserError(f"{where}: 'minibatch_size' ({config.minibatch_size}) must be a multiple of "
                         f"'horizon' ({config.horizon}): minibatches are whole segments")

@@ -21,7 +21,9 @@ log-probabilities to the bit.
 """
 from __future__ import annotations
 
+import contextlib
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -34,8 +36,9 @@ from gcpipe.errors import UserError
 from gcpipe.train.config import TrainConfig, torch_device
 from gcpipe.train.matmul import bf16_runs_here
 from gcpipe.train.muon import Muon
-from gcpipe.train.policy import sample_legal
+from gcpipe.train.policy import draw_legal, sample_legal
 from gcpipe.train.pool import OpponentPool
+from gcpipe.train.ranks import Alone
 from gcpipe.train.rollout_net import RolloutNet
 from gcpipe.train.sequence import policy_segments
 
@@ -97,24 +100,49 @@ def slot0_sides(c: TrainConfig) -> int | np.ndarray | None:
     return sides
 
 
-def make_env(c: TrainConfig, threads: int) -> VecEnv:
-    """The run's environments (not yet reset), stepped on `threads` threads."""
-    return VecEnv(c.num_envs, selfplay=c.selfplay, side=slot0_sides(c), opponent=c.opponent,
+def make_env(c: TrainConfig, threads: int, envs: np.ndarray | None = None) -> VecEnv:
+    """The run's environments (not yet reset), or those of `envs` (their numbers in the run: one
+    rank's share), stepped on `threads` threads."""
+    sides = slot0_sides(c)
+    if envs is not None and isinstance(sides, np.ndarray):
+        sides = sides[envs]
+    return VecEnv(c.num_envs if envs is None else len(envs), selfplay=c.selfplay, side=sides, opponent=c.opponent,
                   mcts_iterations=c.mcts_iterations, mcts_exploration=c.mcts_exploration,
                   mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed,
-                  threads=threads, coin_mobility_reward=c.coin_mobility_reward)
+                  threads=threads, coin_mobility_reward=c.coin_mobility_reward, env_numbers=envs)
+
+
+# The epoch buffers, by name (PPO.buf_NAME), and the segment dimension of each.
+BUFFERS = {"obs": 0, "masks": 0, "actions": 0, "logprobs": 0, "values": 0, "rewards": 0, "terminals": 0,
+           "starts": 0, "coin": 0, "initial_state": 1, "bootstrap": 0}
 
 
 class PPO:
-    """The policy, its optimiser, the environments, the opponent pool and the epoch buffers."""
+    """The policy, its optimiser, the environments, the opponent pool and the epoch buffers.
 
-    def __init__(self, config: TrainConfig, init: MinGRUPolicy | None = None):
+    Over several ranks (gcpipe/train/ranks.py; docs/distributed.md) env i of the run is rank
+    i mod ranks's, and every rank steps its envs with the current weights.  Each tick's uniforms
+    are drawn for all of the run's rows on every rank, from the same stream, and each rank takes
+    its own rows' (the draws a row gets do not depend on the rank that holds it), and the ranks
+    tell each other which frozen-opponent games ended (the opponent pool, replicated on every rank,
+    picks the next snapshots from them).  At the end of an epoch the learner, rank 0, gathers the
+    buffers and the ended games in the run's row and game order, updates the network alone and
+    sends the new weights and random stream with the next epoch: the bytes of one process."""
+
+    def __init__(self, config: TrainConfig, init: MinGRUPolicy | None = None, workers: int | None = None,
+                 ranks=None):
         self.config = c = config
+        self.ranks = ranks if ranks is not None else Alone()
         if c.update_precision == "bfloat16" and not bf16_runs_here():
             raise UserError("'update_precision' bfloat16 needs an x86-64 CPU with AVX2 and FMA (its emulation runs "
                             "on their float32 products; this one runs the scalar path)")
         # The network and the epoch buffers live on `device`; the envs' buffers stay on the CPU.
         self.device = device = torch_device(c)
+        if self.ranks.size > 1 and (device.type != "cpu" or c.rollout_net == "torch"):
+            raise UserError(f"PPO over ranks steps its rollouts in C on the CPU (the same bits at any split of the "
+                            f"rows): set device: cpu and rollout_net: c or auto (device is {device.type}, rollout_net "
+                            f"{c.rollout_net})")
+        self.workers = workers if workers is not None else torch.get_num_threads()
         self.generator = torch.Generator().manual_seed(c.seed)     # init; on the CPU also sampling, minibatches
         self.draws = self.generator if device.type == "cpu" else torch.Generator(device).manual_seed(c.seed)
         self.policy = make_policy(c, self.generator).to(device)
@@ -123,9 +151,12 @@ class PPO:
         self.optimizer = Muon(self.policy.parameters(), lr=c.learning_rate, momentum=c.muon_momentum)
         self.epoch = 0
         self.global_step = 0
-        self.env = make_env(c, threads=torch.get_num_threads())  # the bots' searches on every core; same results
+        # This rank's envs, by their numbers in the run (all of them in one process).
+        self.env_ids = np.arange(self.ranks.rank, c.num_envs, self.ranks.size)
+        self.env = make_env(c, threads=self.workers,   # the bots' searches on every core; same results
+                            envs=self.env_ids if self.ranks.size > 1 else None)
         self.env.reset()
-        num_rows = c.num_envs * self.env.num_slots
+        num_rows = len(self.env_ids) * self.env.num_slots
         # Zero-copy torch views of the env buffers, flattened to rows.
         self.obs = torch.from_numpy(self.env.observations).view(num_rows, -1)
         self.masks = torch.from_numpy(self.env.action_masks).view(torch.bool).view(num_rows, -1)
@@ -138,8 +169,6 @@ class PPO:
         self._assign_rows()
         self.pool = None
         if c.num_historical_envs:
-            self.env.opponent_tags[self.first_historical:] = 1 + np.arange(c.num_historical_envs) % min(
-                c.frozen_banks, c.num_historical_envs)
             self.pool = OpponentPool(c.pool_size, c.num_historical_envs, c.frozen_banks, c.seed,
                                      lambda: make_policy(c).to(device))
             self.pool.add(0, self.policy)
@@ -152,31 +181,59 @@ class PPO:
         else:
             self.state = self.policy.initial_state(num_rows)
         self._allocate_buffers()
+        self._tick = 0              # env steps so far in this process: the ended games' order
+        self._ended = []            # over ranks: (tick, env number, gc_game_end record) since the last pop_log
+        self._snapshot = None       # the learner's checkpoint since the last epoch's orders (its global step)
+        self._batch = None          # the learner's gathered buffers, over ranks
 
     def _assign_rows(self) -> None:
-        """Which rows play what (see the module docstring), and the bot envs' opponent tags."""
+        """Which rows play what (see the module docstring), and the bot and historical envs'
+        opponent tags; over ranks, the run's rows (the draws and the learner's batch are the
+        run's) and this rank's among them."""
         c, slots = self.config, self.env.num_slots
         num_rows = c.num_envs * slots
         first_bot, self.first_historical = bot_env_range(c)
-        self.historical_rows = torch.arange(self.first_historical, c.num_envs) * slots + 1
+        historical_rows = torch.arange(self.first_historical, c.num_envs) * slots + 1
         is_current = torch.ones(num_rows, dtype=torch.bool)
-        is_current[self.historical_rows] = False
+        is_current[historical_rows] = False
         is_current[torch.arange(first_bot, self.first_historical) * slots + 1] = False
-        self.env.opponent_tags[first_bot:self.first_historical] = -1
         is_trained = torch.zeros(num_rows, dtype=torch.bool)
         is_trained[0::slots] = True
         if c.train_slot_1 and c.selfplay:
             is_trained |= is_current
+        # This rank's rows, by their row in the run: env-major, so in the run's order.
+        ids = torch.from_numpy(self.env_ids)
+        self.run_rows = (ids[:, None] * slots + torch.arange(slots)).view(-1)
+        local = np.full(c.num_envs, -1)          # an env's index here, -1 where another rank holds it
+        local[self.env_ids] = np.arange(len(self.env_ids))
+        bots = local[first_bot:self.first_historical]
+        self.env.opponent_tags[bots[bots >= 0]] = -1
+        # Historical env h (env first_historical + h of the run) plays bank h mod banks: its tag.
+        here = local[self.first_historical:]
+        self.hist_envs_here = here[here >= 0]                                    # this rank's historical envs
+        self.hist_ids_here = np.flatnonzero(here >= 0)                           # ... and their h
+        if c.num_historical_envs:
+            self.env.opponent_tags[self.hist_envs_here] = 1 + self.hist_ids_here % min(c.frozen_banks,
+                                                                                       c.num_historical_envs)
+        self.historical_rows = torch.from_numpy(np.where(here >= 0, here * slots + 1, -1))   # h's row here, or -1
+        self.historical_rows_device = self.historical_rows.to(self.device)
+        # The draws: each tick's uniforms are the run's current-policy rows', and where this rank's lie
+        # among them (None: all are here).
+        run_current_rows = torch.nonzero(is_current).view(-1)
+        self.run_current = len(run_current_rows)
+        is_current, is_trained = is_current[self.run_rows], is_trained[self.run_rows]
         # Row indices on the CPU (the env buffers') and on the device (the network's tensors).
         self.current_rows_cpu = torch.nonzero(is_current).view(-1)
         self.current_rows_int32 = self.current_rows_cpu.to(torch.int32)     # (the C step's slots)
         self.current_rows = self.current_rows_cpu.to(self.device)
         self.trained_rows = torch.nonzero(is_trained).view(-1).to(self.device)
-        self.historical_rows_device = self.historical_rows.to(self.device)
         # Positions of the trained rows inside the current-policy batch.
         self.trained_in_current = torch.searchsorted(self.current_rows, self.trained_rows)
         self.all_current = bool(is_current.all())
         self.all_trained = bool(is_trained.all())
+        self.current_draws = (None if self.ranks.size == 1 else
+                              torch.searchsorted(run_current_rows, self.run_rows[self.current_rows_cpu]))
+        self.trained_run_rows = self.run_rows[self.trained_rows.cpu()]    # this rank's trained rows in the run
 
     def _allocate_buffers(self) -> None:
         """The epoch buffers, segment-major [trained rows, horizon, ...], on the device."""
@@ -198,9 +255,21 @@ class PPO:
         return torch.from_numpy(self.env.slot_sides == COIN).view(-1).to(self.device)
 
     # ---------------------------------------------------------------- rollout
-    @torch.inference_mode()
     def collect(self) -> None:
-        """Plays one epoch (horizon ticks of every env) and fills the buffers."""
+        """Plays one epoch (horizon ticks of every env) and fills the buffers; over ranks the
+        learner first sends the others the epoch's weights and random stream, and at the end
+        gathers their buffers (the class docstring)."""
+        if self.ranks.size == 1:
+            self._play_epoch()
+            return
+        if self.ranks.learner:
+            self.ranks.deal(("epoch", self._orders()))
+        with _torch_threads(self.workers):       # every rank plays on its share of the cores
+            self._play_epoch()
+        self._gather()
+
+    @torch.inference_mode()
+    def _play_epoch(self) -> None:
         c = self.config
         guerrilla_scale, coin_scale = c.shaping_scales(self.epoch)
         if self.rollout_net is not None:
@@ -225,7 +294,11 @@ class PPO:
                     self.state = state
                 else:
                     self.state.index_copy_(1, rows, state)
-            actions, logprobs = sample_legal(logits, mask, self.draws)
+            if self.current_draws is None:
+                actions, logprobs = sample_legal(logits, mask, self.draws)
+            else:   # the run's uniforms, this rank's rows'
+                uniforms = torch.rand(self.run_current, 1, generator=self.draws)
+                actions, logprobs = draw_legal(logits, mask, uniforms[self.current_draws])
             if rows is None:
                 self.actions.copy_(actions)
             else:
@@ -246,6 +319,12 @@ class PPO:
             if self.pool is not None:
                 for model, envs in self.pool.groups():
                     envs = torch.from_numpy(envs)
+                    uniforms = torch.rand(len(envs), 1, generator=self.draws, device=self.device)
+                    if self.ranks.size > 1:    # the group's uniforms, this rank's envs'
+                        here = self.historical_rows[envs] >= 0
+                        envs, uniforms = envs[here], uniforms[here]
+                        if not len(envs):
+                            continue
                     rows_h = self.historical_rows_device[envs.to(self.device)]
                     mask_h = all_masks.index_select(0, rows_h)
                     if self.rollout_net is not None:
@@ -254,10 +333,15 @@ class PPO:
                     else:
                         logits, _, state = model.step(all_obs.index_select(0, rows_h), self.state.index_select(1, rows_h))
                         self.state.index_copy_(1, rows_h, state)
-                    self.actions[self.historical_rows[envs]] = sample_legal(
-                        logits, mask_h, self.draws)[0].to("cpu", torch.int32)
+                    self.actions[self.historical_rows[envs]] = draw_legal(
+                        logits, mask_h, uniforms)[0].to("cpu", torch.int32)
 
             self.env.step()
+            self._tick += 1
+            if self.ranks.size > 1:
+                ended, records = self.env.game_ends()
+                if len(ended):
+                    self._ended.append((np.full(len(ended), self._tick), self.env_ids[ended], records))
 
             rewards = self.rewards.to(self.device).clamp(-1.0, 1.0)
             done = self.terminals.to(self.device, torch.float32)
@@ -276,7 +360,9 @@ class PPO:
             # A finished game's rows start the next game from a zero state.
             self.state.mul_(1.0 - done.view(1, -1, 1))
             if self.pool is not None:
-                ended = np.flatnonzero(self.env.terminals[self.first_historical:, 0])
+                ended = self.hist_ids_here[self.env.terminals[self.hist_envs_here, 0] != 0]
+                if self.ranks.size > 1:   # the run's: every rank's pool picks the next snapshots alike
+                    ended = np.sort(np.concatenate(self.ranks.share(ended)))
                 if len(ended):
                     self.pool.episodes_ended(ended)
 
@@ -292,19 +378,20 @@ class PPO:
 
     # ---------------------------------------------------------------- update
     def update(self) -> dict[str, float]:
-        """PPO epochs over prioritised minibatches of segments; returns the mean losses."""
-        c = self.config
+        """PPO epochs over prioritised minibatches of segments; returns the mean losses (the learner's
+        part: over ranks, on the run's gathered segments)."""
+        c, b = self.config, self._segments()
         lr = cosine_lr(c, self.epoch)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        segments, horizon = self.buf_values.shape
+        segments, horizon = b.values.shape
         mb_segments = min(segments, c.minibatch_size // horizon)
         num_minibatches = max(1, round(c.replay_ratio * segments / mb_segments))
         beta = c.prio_beta0 + (1.0 - c.prio_beta0) * c.prio_alpha * self.epoch / c.total_epochs
         gae = dict(gamma=c.gamma, lam=c.gae_lambda, rho_clip=c.vtrace_rho_clip, c_clip=c.vtrace_c_clip)
-        ratios = torch.ones_like(self.buf_values)
-        values = self.buf_values.clone()      # refreshed with each minibatch's new values
-        advantages = vtrace_gae(self.buf_rewards, values, self.buf_terminals, self.buf_bootstrap, ratios, **gae)
+        ratios = torch.ones_like(b.values)
+        values = b.values.clone()      # refreshed with each minibatch's new values
+        advantages = vtrace_gae(b.rewards, values, b.terminals, b.bootstrap, ratios, **gae)
         returns = advantages + values
         explained_variance = 1.0 - float((returns - values).var() / returns.var().clamp_min(1e-8))
 
@@ -322,11 +409,11 @@ class PPO:
             mb_adv = weights * (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
 
             new_logprobs, entropies, new_values, pass_logits = policy_segments(
-                self.policy, self.buf_obs[idx], self.buf_initial_state[:, idx], self.buf_starts[idx],
-                self.buf_masks[idx], self.buf_actions[idx], bfloat16=c.update_precision == "bfloat16")
-            new_values = side_values(pass_logits, new_values, self.buf_coin[idx] if self.side_value else None)
+                self.policy, b.obs[idx], b.initial_state[:, idx], b.starts[idx],
+                b.masks[idx], b.actions[idx], bfloat16=c.update_precision == "bfloat16")
+            new_values = side_values(pass_logits, new_values, b.coin[idx] if self.side_value else None)
             entropy = entropies.mean()
-            log_ratio = new_logprobs - self.buf_logprobs[idx]
+            log_ratio = new_logprobs - b.logprobs[idx]
             ratio = log_ratio.exp()
 
             policy_loss = torch.max(-mb_adv * ratio,
@@ -345,8 +432,8 @@ class PPO:
                 values[idx] = new_values.detach()
                 # Advantages under the latest values and ratios (V-trace corrects the stale ones). A
                 # segment's depend on its own row alone, so only the minibatch's rows change.
-                advantages[idx] = vtrace_gae(self.buf_rewards[idx], values[idx], self.buf_terminals[idx],
-                                             self.buf_bootstrap[idx], ratios[idx], **gae)
+                advantages[idx] = vtrace_gae(b.rewards[idx], values[idx], b.terminals[idx],
+                                             b.bootstrap[idx], ratios[idx], **gae)
                 totals["policy_loss"] += float(policy_loss)
                 totals["value_loss"] += float(value_loss)
                 totals["entropy"] += float(entropy)
@@ -358,33 +445,152 @@ class PPO:
         out.update(explained_variance=explained_variance, learning_rate=lr)
         return out
 
-    # ---------------------------------------------------------------- driving (gcpipe.train.run)
+    def _segments(self) -> SimpleNamespace:
+        """The epoch's segments the update reads: this process's buffers, or over ranks the run's."""
+        if self._batch is not None:
+            return self._batch
+        return SimpleNamespace(**{name: getattr(self, f"buf_{name}") for name in BUFFERS})
+
+    # ---------------------------------------------------------------- over ranks
+    def _orders(self) -> dict:
+        """What the other ranks need for the next epoch: the weights, the random stream, the step,
+        and the learner's checkpoint since the last epoch (its opponent pool took a snapshot)."""
+        orders = {"weights": self.policy.state_dict(), "draws": self.draws.get_state(), "epoch": self.epoch,
+                  "global_step": self.global_step, "snapshot": self._snapshot}
+        self._snapshot = None
+        return orders
+
+    def _follow_orders(self, orders: dict) -> None:
+        self.policy.load_state_dict(orders["weights"])
+        self.draws.set_state(orders["draws"])
+        self.epoch, self.global_step = orders["epoch"], orders["global_step"]
+        if orders["snapshot"] is not None:   # the learner's on_checkpoint, with the same weights
+            self.pool.add(orders["snapshot"], self.policy)
+            self.pool.refresh()
+
+    def follow(self) -> None:
+        """Another rank's part of the run: the learner's orders until it says the run is over."""
+        for kind, body in self.ranks.orders():
+            if kind == "epoch":
+                self._follow_orders(body)
+                with _torch_threads(self.workers):
+                    self._play_epoch()
+                self._gather()
+            elif kind == "state":
+                self.ranks.to_learner(self._share_of_state())
+            elif kind == "load":
+                self._load_share(body)
+
+    def _gather(self) -> None:
+        """Sends this rank's segments and ended games to the learner, which puts every rank's in the
+        run's row and game order (its batch for the update, its games for pop_log)."""
+        share = {"rows": self.trained_run_rows.numpy(), "ended": self._ended,
+                 **{name: getattr(self, f"buf_{name}").numpy() for name in BUFFERS}}
+        share["masks"] = np.packbits(share["masks"], axis=-1)       # 32 bytes a mask instead of 256
+        self._ended = []
+        shares = self.ranks.to_learner(share)
+        if not self.ranks.learner:
+            return
+        rows = np.concatenate([part["rows"] for part in shares])
+        order = np.argsort(rows)                 # the run's trained rows, ascending, from the shares' rows
+        batch = {}
+        for name, dim in BUFFERS.items():
+            parts = [part[name] for part in shares]
+            if name == "masks":
+                parts = [np.unpackbits(part, axis=-1, count=self.masks.shape[1]).view(np.bool_) for part in parts]
+            joined = np.concatenate(parts, axis=dim)
+            batch[name] = torch.from_numpy(np.take(joined, order, axis=dim))
+        self._batch = SimpleNamespace(**batch)
+        self._ended = [games for part in shares for games in part["ended"]]
+
     def pop_log(self) -> dict[str, float]:
+        if self.ranks.size == 1:
+            return self.env.pop_log()
+        # The games every rank ended, in the order one process logs them: by step, then by env.
+        self.env.pop_log()                       # (this rank's own, in another order)
+        if self._ended:
+            ticks, envs, records = (np.concatenate(column) for column in zip(*self._ended))
+            self.env.log_games(records[np.lexsort((envs, ticks))])
+        self._ended = []
         return self.env.pop_log()
 
+    # ---------------------------------------------------------------- driving (gcpipe.train.run)
     def on_checkpoint(self) -> None:
-        """A checkpoint was written: the current policy joins the opponent pool, which redraws."""
+        """A checkpoint was written: the current policy joins the opponent pool, which redraws
+        (over ranks, every rank's, with the next epoch's orders)."""
         if self.pool is not None:
             self.pool.add(self.global_step, self.policy)
             self.pool.refresh()
+            self._snapshot = self.global_step
 
     def close(self) -> None:
         self.env.close()
 
     # ---------------------------------------------------------------- resume
     def state_dict(self) -> dict:
+        """Everything a rerun continues from (the learner's; over ranks it gathers the others' envs
+        and recurrent states, and the result is one process's)."""
+        recurrent, env = self.state.clone(), self.env.get_state()
+        if self.ranks.size > 1:
+            self.ranks.deal(("state", None))
+            shares = self.ranks.to_learner(self._share_of_state())
+            env = self.env.join_states([share["env"] for share in shares], [share["envs"] for share in shares],
+                                       self.config.num_envs)
+            recurrent = self._join_recurrent(shares)
         return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "generator": self.generator.get_state(), "draws": self.draws.get_state(), "epoch": self.epoch,
-                "global_step": self.global_step, "recurrent_state": self.state.clone(), "env": self.env.get_state(),
+                "global_step": self.global_step, "recurrent_state": recurrent, "env": env,
                 "pool": None if self.pool is None else self.pool.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.policy.load_state_dict(state["policy"])
+        """Continues from a state_dict (of a run over any number of ranks: they are the same); over
+        ranks the learner sends each other rank its share."""
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
-        self.draws.set_state(state.get("draws", state["generator"]))   # states from before devices: one generator
-        self.epoch, self.global_step = state["epoch"], state["global_step"]
-        self.state.copy_(state["recurrent_state"])      # (in place: it may be the C step's states)
-        self.env.set_state(state["env"])
+        shares = [self._share_of(state, rank) for rank in range(self.ranks.size)]
+        self.ranks.deal_each([("load", share) for share in shares])
+        self._load_share(shares[0])
+
+    def _share_of(self, state: dict, rank: int) -> dict:
+        """What rank `rank` continues from in a state_dict: the replicated parts and its envs'."""
+        envs = np.arange(rank, self.config.num_envs, self.ranks.size)
+        slots = self.env.num_slots
+        rows = torch.from_numpy((envs[:, None] * slots + np.arange(slots)).reshape(-1))
+        whole = self.ranks.size == 1
+        return {"policy": state["policy"], "draws": state.get("draws", state["generator"]),  # (before devices: one)
+                "epoch": state["epoch"], "global_step": state["global_step"], "pool": state["pool"],
+                "recurrent_state": state["recurrent_state"] if whole else state["recurrent_state"][:, rows],
+                "env": state["env"] if whole else self.env.share_of_state(state["env"], envs, self.config.num_envs)}
+
+    def _load_share(self, share: dict) -> None:
+        self.policy.load_state_dict(share["policy"])
+        self.draws.set_state(share["draws"])
+        self.epoch, self.global_step = share["epoch"], share["global_step"]
+        self.state.copy_(share["recurrent_state"])      # (in place: it may be the C step's states)
+        self.env.set_state(share["env"])
         if self.pool is not None:
-            self.pool.load_state_dict(state["pool"])
+            self.pool.load_state_dict(share["pool"])
+
+    def _share_of_state(self) -> dict:
+        return {"envs": self.env_ids, "env": self.env.get_state(), "recurrent_state": self.state.clone()}
+
+    def _join_recurrent(self, shares: list[dict]) -> Tensor:
+        """The run's recurrent states from the ranks' shares, laid out as one process's (the C
+        step's [rows, L, H] memory under the [L, rows, H] view)."""
+        slots, (layers, _, hidden) = self.env.num_slots, self.state.shape
+        joined = torch.zeros(self.config.num_envs * slots, layers, hidden).permute(1, 0, 2)
+        for share in shares:
+            rows = torch.from_numpy((share["envs"][:, None] * slots + np.arange(slots)).reshape(-1))
+            joined[:, rows] = share["recurrent_state"]
+        return joined.clone()
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int):
+    """torch (and the C kernels' row threads) on `threads` threads for the block."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -143,6 +143,15 @@ class Alone:
     def gather(self, records: list) -> list:
         return records
 
+    def deal_each(self, messages: list) -> None:
+        """Nothing to tell: no other ranks."""
+
+    def to_learner(self, item) -> list:
+        return [item]
+
+    def share(self, item) -> list:
+        return [item]
+
     def finish(self) -> None:
         """No other ranks to stop."""
 
@@ -179,6 +188,29 @@ class Ranks:
                 if record is not None:
                     records[index] = record
         return records
+
+    def deal_each(self, messages: list) -> None:
+        """The learner tells rank r messages[r] (messages[0] is its own), in rank order."""
+        for peer in range(1, self.size):
+            self._send(messages[peer], peer)
+
+    def to_learner(self, item) -> list:
+        """The learner's list of every rank's `item`, in rank order, received rank by rank; another
+        rank sends its own and gets []."""
+        if not self.learner:
+            self._send(item, 0)
+            return []
+        return [item] + [self._receive(peer) for peer in range(1, self.size)]
+
+    def share(self, item) -> list:
+        """Every rank's `item`, in rank order, on every rank (through the learner)."""
+        if not self.learner:
+            self._send(item, 0)
+            return self._receive(0)
+        items = self.to_learner(item)
+        for peer in range(1, self.size):
+            self._send(items, peer)
+        return items
 
     def orders(self):
         """Another rank's messages from the learner until it says the run is over (None), which

@@ -192,7 +192,7 @@ def _trainer(config: TrainConfig, init: checkpoint.Checkpoint | None, teachers: 
         from gcpipe.train.distill import Distillation
 
         return Distillation(config, teachers, model, workers=workers, ranks=ranks)
-    return PPO(config, model)
+    return PPO(config, model, workers=workers, ranks=ranks)
 
 
 def _open_run(run: str, out: Path, trainer, resume: bool, say) -> float:
