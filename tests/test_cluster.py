@@ -1,7 +1,8 @@
 """profiles/slurm on a live SLURM cluster (opt-in: `pytest -m cluster`; the default run leaves it
 out).  The smoke DAG through the profile gives the same bytes as a local run (ledgers, Elo table,
 trained checkpoints), and a training job cancelled mid-way with scancel continues from its saved
-state when the profile's retry resubmits it.
+state when the profile's retry resubmits it.  A training job of two tasks (expert iteration, PPO)
+runs its two ranks as one srun step and writes the bytes of a one-process run.
 
 A one-node cluster on a Debian machine (root): profiles/slurm/testcluster.sh up; afterwards
 profiles/slurm/testcluster.sh down.  The account and partition default to that cluster's
@@ -135,3 +136,31 @@ def test_smoke_dag_through_slurm_matches_a_local_run_and_resumes_a_cancelled_job
     # The cluster run was not held to the submit host's cores (see the Snakefile's `cpus`).
     assert 'Provided resources: cpus=Resource("cpus"' in local_log
     assert 'Provided resources: cpus=Resource("cpus"' not in cluster_log
+
+
+@pytest.mark.parametrize("algorithm", ["expert", "ppo"])
+def test_a_training_job_of_two_tasks_gives_the_bytes_of_a_local_run(tmp_path, algorithm, one_thread):
+    """docs/distributed.md's sbatch line: the job's script runs `gcpipe train` for a run of ranks 2,
+    which starts its two ranks as one srun step over the job's tasks."""
+    from test_expert import EXPERT
+    from test_ranks import PPO_RANKS, assert_same_run
+
+    from gcpipe.train.config import make_config
+    from gcpipe.train.run import train
+
+    settings = dict(EXPERT, expert_iterations=3) if algorithm == "expert" else PPO_RANKS
+    local = train("x", make_config(settings), tmp_path / "local")
+    config = tmp_path / "config.yaml"
+    runs = {"x": {**settings, "ranks": 2}}
+    config.write_text(yaml.safe_dump({"players": {"g": {"kind": "greedy"}}, "runs": runs}, sort_keys=False))
+    gcpipe = Path(sys.executable).with_name("gcpipe")
+    job = subprocess.run(["sbatch", "--wait", "--parsable", "--ntasks", "2", "--cpus-per-task", "1",
+                          "--account", ACCOUNT, "--partition", PARTITION, "--output", str(tmp_path / "job.log"),
+                          "--wrap", f"{gcpipe} train x --config {config} --out {tmp_path / 'slurm'} --threads 1"],
+                         capture_output=True, text=True, timeout=900)
+    log = (tmp_path / "job.log").read_text() if (tmp_path / "job.log").exists() else ""
+    assert job.returncode == 0, job.stderr + log
+    steps = subprocess.run(["sacct", "-n", "-P", "-j", job.stdout.strip().split(";")[0], "-o", "JobName,NTasks"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert any(step.endswith("|2") for step in steps), steps    # the ranks ran as one step of two tasks
+    assert_same_run(local, tmp_path / "slurm")
