@@ -123,9 +123,9 @@ class PPO:
     Over several ranks (gcpipe/train/ranks.py; docs/distributed.md) env i of the run is rank
     i mod ranks's, and every rank steps its envs with the current weights.  Each tick's uniforms
     are drawn for all of the run's rows on every rank, from the same stream, and each rank takes
-    its own rows' (the draws a row gets do not depend on the rank that holds it), and the ranks
-    tell each other which frozen-opponent games ended (the opponent pool, replicated on every rank,
-    picks the next snapshots from them).  At the end of an epoch the learner, rank 0, gathers the
+    its own rows' (the draws a row gets do not depend on the rank that holds it), and while an env
+    awaits a new snapshot the ranks tell each other, each tick, which frozen-opponent games ended
+    (the opponent pool, replicated on every rank, swaps snapshots at the games' ends).  At the end of an epoch the learner, rank 0, gathers the
     buffers and the ended games in the run's row and game order, updates the network alone and
     sends the new weights and random stream with the next epoch: the bytes of one process."""
 
@@ -359,9 +359,11 @@ class PPO:
                 self.buf_starts[:, t + 1] = self.buf_terminals[:, t] > 0
             # A finished game's rows start the next game from a zero state.
             self.state.mul_(1.0 - done.view(1, -1, 1))
-            if self.pool is not None:
+            # An ended frozen-opponent game changes the pool only while an env awaits a new snapshot;
+            # over ranks, those ticks share the run's ended games (the pool is the same on every rank).
+            if self.pool is not None and self.pool.pending_swaps():
                 ended = self.hist_ids_here[self.env.terminals[self.hist_envs_here, 0] != 0]
-                if self.ranks.size > 1:   # the run's: every rank's pool picks the next snapshots alike
+                if self.ranks.size > 1:
                     ended = np.sort(np.concatenate(self.ranks.share(ended)))
                 if len(ended):
                     self.pool.episodes_ended(ended)
