@@ -178,7 +178,7 @@ def main() -> None:
             print(f"| {ranks} | {workers} | {ranks * workers} | {work / rollout:,.1f} | {rollout:.2f} | "
                   f"{update:.2f} | {rollout + update:.2f} |")
         seconds, size, plies = gather_cost(settings, Path(temp), ppo=args.ppo)
-        what = "its share of one epoch's segments" if args.ppo else "its half of one iteration's games"
+        what = "share of one epoch's segments" if args.ppo else "half of one iteration's games"
         print(f"\ngather of rank 1's {what} ({plies} agent steps, {size / 1e6:.1f} MB pickled) on rank 0: "
               f"{1000 * seconds:.0f} ms (median of 5)")
 
