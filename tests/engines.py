@@ -60,10 +60,12 @@ def environment(copy: Path | None = None, **extra) -> dict:
     return env
 
 
-def caching_compiler(folder: Path) -> Path:
-    """The wrapper above, keeping its objects in `folder`/cache."""
-    cache = folder / "cache"
+def caching_compiler(folder: Path, cache: Path | None = None) -> Path:
+    """The wrapper above, in `folder`, keeping its objects in `cache` (default `folder`/cache; wrappers
+    may share one: an object is written beside its name and renamed to it)."""
+    cache = folder / "cache" if cache is None else cache
     cache.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     wrapper = folder / "cc"
     wrapper.write_text(_CACHING_CC.replace("CACHE", str(cache)))
     wrapper.chmod(0o755)

@@ -36,6 +36,18 @@ def run(*args, cwd=None, timeout=120):
                           env=_env())
 
 
+def run_here(*args):
+    """`gcpipe` called in this process (the CLI group's one-line errors; not gcpipe/__main__.py's start-up,
+    which `run` goes through): the result as `run` gives it."""
+    from typer.testing import CliRunner
+
+    from gcpipe.cli import app
+
+    result = CliRunner().invoke(app, list(map(str, args)))
+    assert isinstance(result.exception, (SystemExit, type(None))), result.exception   # (no traceback)
+    return subprocess.CompletedProcess(["gcpipe", *map(str, args)], result.exit_code, result.stdout, result.stderr)
+
+
 def start(*args, cwd=None):
     return subprocess.Popen([GCPIPE, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, cwd=cwd, env=_env())
@@ -682,7 +694,7 @@ def test_an_unwritable_output_path_is_one_line(files, command, where):
 
 
 @pytest.mark.parametrize("cells, message", [
-    ('[{"guerrilla": "a", "coin": "b", "guerrilla_wins": null, "coin_wins": 3}]', r"got None"),
+    ('[{"guerrilla": "a", "coin": "b", "guerrilla_wins": null, "coin_wins": 3}]', r"got None"),   # (a process)
     ('[{"guerrilla": "a", "coin": "b", "guerrilla_wins": "7", "coin_wins": 3}]', r"got '7'"),
     ('[{"guerrilla": "a", "coin": "b", "guerrilla_wins": NaN, "coin_wins": 3}]', r"got nan"),
     ('[{"guerrilla": "a", "coin": "b", "guerrilla_wins": 1e400, "coin_wins": 3}]', r"got inf"),
@@ -695,30 +707,36 @@ def test_an_unwritable_output_path_is_one_line(files, command, where):
 def test_bad_cross_table_counts_and_players_are_one_line(tmp_path, cells, message):
     table = tmp_path / "t.json"
     table.write_text(f'{{"players": ["a", "b"], "cells": {cells}}}')
-    one_line_error(run("elo", "--crosstable", table, "--out", tmp_path / "out"), rf"^gcpipe: error: {table}: .*{message}")
+    gcpipe = run if message == "got None" else run_here   # (the same path; one process is enough)
+    one_line_error(gcpipe("elo", "--crosstable", table, "--out", tmp_path / "out"),
+                   rf"^gcpipe: error: {table}: .*{message}")
 
 
 def test_other_bad_arguments_are_one_line(tmp_path, files):
+    """In this process where the command's own check says it; in a process where the process matters
+    (a thread count that crashed torch, the parser's lines naming `gcpipe`, an OSError's line)."""
     binary = tmp_path / "t.md"
     binary.write_bytes(b"| Guerrilla / COIN | a |\n\xff\xfe\n")
-    one_line_error(run("elo", "--crosstable", binary, "--out", tmp_path / "o"), rf"{binary}: not UTF-8 text \(byte 25\)$")
-    one_line_error(run("elo", files / "r__g.jsonl", "--out", tmp_path / "o", "--anchor", "mean:1e308"),
+    one_line_error(run_here("elo", "--crosstable", binary, "--out", tmp_path / "o"),
+                   rf"{binary}: not UTF-8 text \(byte 25\)$")
+    one_line_error(run_here("elo", files / "r__g.jsonl", "--out", tmp_path / "o", "--anchor", "mean:1e308"),
                    r"bad anchor 'mean:1e308': the value must be within ±1e\+06")
-    one_line_error(run("bench", "train", "--horizon", 0), r"--horizon must be an integer >= 1, got 0$")
-    one_line_error(run("bench", "train", "--run", "candidate"), r"--run and --config go together$")
-    one_line_error(run("bench", "train", "--run", "candidate", "--config", REPO / "config/config.yaml", "--epochs", 1),
+    one_line_error(run_here("bench", "train", "--horizon", 0), r"--horizon must be an integer >= 1, got 0$")
+    one_line_error(run_here("bench", "train", "--run", "candidate"), r"--run and --config go together$")
+    one_line_error(run_here("bench", "train", "--run", "candidate", "--config", REPO / "config/config.yaml",
+                            "--epochs", 1),
                    r"bench train measures PPO; this run's algorithm is 'distill'$")
-    one_line_error(run("merge", files / "r__g.jsonl", "--out", f"{tmp_path}/dir/"),
+    one_line_error(run_here("merge", files / "r__g.jsonl", "--out", f"{tmp_path}/dir/"),
                    r"--out \S+/dir/ is a folder; give the ledger's file name")
-    one_line_error(run("merge", files / "r__g.jsonl", "--games", 0, "--out", tmp_path / "m.jsonl"),
+    one_line_error(run_here("merge", files / "r__g.jsonl", "--games", 0, "--out", tmp_path / "m.jsonl"),
                    r"--games must be an integer >= 1, got 0$")
     # torch's set_num_threads crashed (a segfault, no message) far above any core count.
     one_line_error(run("train", "tiny", "--config", files / "c.yaml", "--out", tmp_path / "t", "--threads", 100000),
                    r"--threads must be an integer in 1\.\.1024, got 100000$")
-    one_line_error(run("bench", "train", "--threads", 0), r"--threads must be an integer in 1\.\.1024, got 0$")
+    one_line_error(run_here("bench", "train", "--threads", 0), r"--threads must be an integer in 1\.\.1024, got 0$")
     not_utf8 = tmp_path / "metrics.csv"
     not_utf8.write_bytes(b"global_step,sps\n1,2\nx\xe9\n")
-    one_line_error(run("plot-training", not_utf8, "--out", tmp_path / "p.png"),
+    one_line_error(run_here("plot-training", not_utf8, "--out", tmp_path / "p.png"),
                    rf"metrics file {not_utf8} is not UTF-8 text \(byte 21\)$")
     # What the argument parser refuses is one line too (it drew a box of several).
     one_line_error(run("match", "random", "greedy", "--games", "1e3", "--out", tmp_path / "x.jsonl"),
@@ -728,16 +746,17 @@ def test_other_bad_arguments_are_one_line(tmp_path, files):
     # An output that is a folder is named, not the temp file written beside it.
     one_line_error(run("config", REPO / "config/smoke.yaml", "--out", tmp_path), rf"^gcpipe: error: {tmp_path}: Is a directory$")
     # Players of a field on one roster position would replay each other's seeds (as the config refuses).
-    one_line_error(run("tournament", "random@3", "greedy@3", "--games", 1, "--workers", 1, "--out", tmp_path / "t"),
+    one_line_error(run_here("tournament", "random@3", "greedy@3", "--games", 1, "--workers", 1,
+                            "--out", tmp_path / "t"),
                    r"players random and greedy share roster position 3, so their cells would replay the same seeds")
     assert not (tmp_path / "t").exists()
     # provenance records a config the pipeline accepts.
     duplicate = tmp_path / "dup.yaml"
     duplicate.write_text("players:\n  random: {kind: random}\n  random: {kind: greedy}\nmatches:\n  field: [random]\n")
-    one_line_error(run("provenance", "--config", duplicate, "--build", tmp_path / "build.json",
+    one_line_error(run_here("provenance", "--config", duplicate, "--build", tmp_path / "build.json",
                        "--out", tmp_path / "p.json"), rf"{duplicate}:3: key 'random' is given twice in one mapping")
     duplicate.write_text("")
-    one_line_error(run("provenance", "--config", duplicate, "--build", tmp_path / "build.json",
+    one_line_error(run_here("provenance", "--config", duplicate, "--build", tmp_path / "build.json",
                        "--out", tmp_path / "p.json"), rf"config {duplicate} is not a mapping of keys to values$")
 
 

@@ -1,4 +1,4 @@
-"""The C engine against the pure-Python oracle (tests/oracle.py), action by action, over 2000
+"""The C engine against the pure-Python oracle (tests/oracle.py), action by action, over 1000
 random games: legal actions (mask), observation bytes (terminal ones included), captures, the
 training env's reward for them, winner and how the game ended."""
 import random
@@ -8,7 +8,7 @@ import numpy as np
 from gcpipe.engine import GUERRILLA as ENGINE_GUERRILLA, PASS_ACTION, Game, VecEnv
 from oracle import COIN, GUERRILLA, OracleGame
 
-GAMES = 2000
+GAMES = 1000
 
 
 def shaping_reward(mover, captured):

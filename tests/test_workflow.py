@@ -697,20 +697,32 @@ def test_smoke_dag_end_to_end(tmp_path, edited_engines):
     assert {rule: job_counts(rerun.stderr)[rule] for rule in ("match", "merge", "elo")} == {"match": 5, "merge": 3, "elo": 1}
     assert digests() == before
 
-    # A retrained network supersedes its cells: the rerun retrains only it and the expert run that
-    # starts from it, and plays their cells afresh over the old shard ledgers (they were refused
-    # before --replace-others).
-    config = yaml.safe_load((CONFIGS / "smoke.yaml").read_text())
-    config["runs"]["candidate"]["seed"] = 43
-    reseeded = tmp_path / "reseeded.yaml"
-    reseeded.write_text(yaml.safe_dump(config, sort_keys=False))
+    # A retrained network supersedes its cells.  The plan for a reseeded candidate retrains it and the
+    # expert run that starts from it, and plays every shard of their cells again.  The rerun for a
+    # reseeded expert (fewer cells than the candidate's) retrains only it and plays its cells afresh
+    # over the old shard ledgers (they were refused before --replace-others).
+    def reseed(run, seed, name):
+        config = yaml.safe_load((CONFIGS / "smoke.yaml").read_text())
+        config["runs"][run]["seed"] = seed
+        (tmp_path / name).write_text(yaml.safe_dump(config, sort_keys=False))
+        return tmp_path / name
+
+    def cells_of(config, *players):
+        return [cell for cell in match_plan(load_config(config)) if set(players) & {cell.guerrilla, cell.coin}]
+
+    candidate = reseed("candidate", 43, "candidate.yaml")
+    plan = snakemake("-n", "elo_table", "--configfile", str(candidate), workdir=tmp_path)
+    shard_size = load_config(candidate)["matches"]["shard_size"]
+    cells = cells_of(candidate, "candidate", "search")
+    assert {rule: job_counts(plan.stdout)[rule] for rule in ("train", "match", "merge")} == {
+        "train": 2, "match": sum(-(-cell.games // shard_size) for cell in cells), "merge": len(cells)}
+    reseeded = reseed("expert", 9, "reseeded.yaml")
     retrained = snakemake("--cores", "2", "elo_table", "--configfile", str(reseeded), workdir=tmp_path, timeout=1200)
     assert retrained.returncode == 0, retrained.stderr[-4000:]
-    assert job_counts(retrained.stderr)["train"] == 2
+    assert job_counts(retrained.stderr)["train"] == 1
     after = digests()
     changed = {name for name in before if before[name] != after[name] and name.endswith(".jsonl")}
-    assert changed == {f"matches/{cell.name}.jsonl" for cell in match_plan(load_config(reseeded))
-                       if {"candidate", "search"} & {cell.guerrilla, cell.coin}}
+    assert changed == {f"matches/{cell.name}.jsonl" for cell in cells_of(reseeded, "search")}
 
     # An engine change.  The DAG run from an edited copy of the checkout (tests/engines.py; the
     # edit's new date, as an edit leaves it): its build job, then the plan.  The greedy bot's
