@@ -5,6 +5,7 @@ that cannot work are one line before any game."""
 import csv
 import io
 import os
+import random
 import re
 import signal
 import socket
@@ -68,9 +69,17 @@ def test_distillation_over_two_ranks_writes_the_bytes_of_one_process(tmp_path, t
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port free now, below Linux's ephemeral range (32768 up), from which the kernel hands out the
+    ports of other processes' connections: none takes it before the test's rank 0 binds it (another
+    test picking the same one at random is the only way to lose it)."""
+    while True:
+        port = random.randrange(12000, 32000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def _config_file(tmp_path: Path, settings: dict, name: str = "config.yaml") -> Path:
