@@ -29,12 +29,29 @@ training's matrix products are gcpipe's own, gcpipe/train/matmul.py, so it does 
 
 With the three, a training run is the same bytes on every x86-64 CPU with AVX2
 (docs/reproducibility.md).  Measured on a Zen 4 EPYC: no change in `gcpipe bench train`'s speed."""
+import contextlib
 import os
 import sys
 
 SPIN_COUNT = "1000"
 # More threads than any machine has cores: torch's set_num_threads crashes (a segfault) far above it.
 MAX_THREADS = 1024
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int):
+    """torch (and the C kernels that split their rows over torch's thread count) on `threads`
+    threads for the block, restored afterwards; nothing to do where nothing has loaded torch."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def set_threads(threads, flag: str = "--threads") -> None:

@@ -27,8 +27,8 @@ Randomness: env i owns a splitmix64 generator started at (seed << 32) + i on `re
 takes one draw, whose low 32 bits seed the game (its generator feeds the bots) and whose bit 32
 picks slot 0's side where `side` leaves it open.  `env_numbers` gives env i another number than i
 (an env of a run split over processes keeps its number in the whole run: the same games).
-Everything is a pure function of (seed, num_envs, env numbers, config, actions) — not of `threads`, the number of threads a step runs on (the bots' searches are most of
-a step's work): each claims blocks of envs until none is left and steps them with its own node
+Everything is a pure function of (seed, num_envs, env numbers, config, actions) — not of
+`threads`, the number of threads a step runs on (the bots' searches are most of a step's work): each claims blocks of envs until none is left and steps them with its own node
 pool, and the games that ended are logged in env order afterwards.
 """
 from __future__ import annotations
@@ -253,57 +253,57 @@ class VecEnv:
     def set_state(self, state: bytes) -> None:
         """Restores a `get_state` of an env built with the same arguments."""
         self._check_open()
-        arrays = self._state_arrays()
-        sizes = [1, ffi.sizeof(self._envs), ffi.sizeof("gc_env_log")] + [a.nbytes for a in arrays]
-        if not isinstance(state, bytes) or len(state) != sum(sizes):
+        if not isinstance(state, bytes) or len(state) != self._state_size(self.num_envs):
             raise UserError("this saved environment state belongs to a differently configured VecEnv")
-        at = np.cumsum([0] + sizes)
-        self._started = bool(state[0])
-        ffi.memmove(self._envs, state[at[1]:at[2]], sizes[1])
-        ffi.memmove(ffi.addressof(self._vec.log), state[at[2]:at[3]], sizes[2])
-        for i, array in enumerate(arrays):
-            array.reshape(-1).view(np.uint8)[:] = np.frombuffer(state[at[3 + i]:at[4 + i]], np.uint8)
+        started, envs, log, *parts = self._state_sections(state, self.num_envs)
+        self._started = bool(started[0])
+        ffi.memmove(self._envs, envs, envs.size)
+        ffi.memmove(ffi.addressof(self._vec.log), log, len(log))
+        for array, part in zip(self._state_arrays(), parts):
+            array.reshape(-1).view(np.uint8)[:] = part.reshape(-1)
 
-    def _state_sections(self) -> list[int]:
+    def _section_sizes(self) -> list[int]:
         """get_state's sections, in order: a section's bytes per env, or -n for n bytes of the whole
         (the started flag, the log)."""
         per_env = [a.nbytes // self.num_envs for a in self._state_arrays()]
         return [-1, ffi.sizeof("gc_env"), -ffi.sizeof("gc_env_log")] + per_env
 
+    def _state_size(self, num_envs: int) -> int:
+        return sum(-size if size < 0 else size * num_envs for size in self._section_sizes())
+
+    def _state_sections(self, state: bytes, num_envs: int) -> list:
+        """A get_state of `num_envs` envs in sections: the whole's as bytes, the per-env ones as
+        uint8 arrays [num_envs, bytes per env]."""
+        sections, at = [], 0
+        for size in self._section_sizes():
+            if size < 0:
+                sections.append(state[at:at - size])
+                at -= size
+            else:
+                sections.append(np.frombuffer(state, np.uint8, num_envs * size, at).reshape(num_envs, size))
+                at += num_envs * size
+        return sections
+
     def join_states(self, states: list[bytes], numbers: list[np.ndarray], num_envs: int) -> bytes:
         """The get_state of one env of `num_envs` envs from the states of envs holding its envs
         `numbers` (each such env built like this one but for its envs; together every env once):
         each env's part where its number says, the whole's parts (started, log) this env's."""
+        parts = [self._state_sections(state, len(envs)) for state, envs in zip(states, numbers)]
         out = []
-        at = [0] * len(states)
-        own = self.get_state()
-        own_at = 0
-        for size in self._state_sections():
-            if size < 0:
-                out.append(own[own_at:own_at - size])
-                own_at -= size
-                at = [a - size for a in at]
+        for i, own in enumerate(self._state_sections(self.get_state(), self.num_envs)):
+            if isinstance(own, bytes):
+                out.append(own)
                 continue
-            joined = np.zeros((num_envs, size), np.uint8)
-            for k, (state, envs) in enumerate(zip(states, numbers)):
-                joined[envs] = np.frombuffer(state, np.uint8, len(envs) * size, at[k]).reshape(len(envs), size)
-                at[k] += len(envs) * size
-            own_at += self.num_envs * size
+            joined = np.zeros((num_envs, own.shape[1]), np.uint8)
+            for part, envs in zip(parts, numbers):
+                joined[envs] = part[i]
             out.append(joined.tobytes())
         return b"".join(out)
 
     def share_of_state(self, state: bytes, numbers: np.ndarray, num_envs: int) -> bytes:
         """The part of a get_state of `num_envs` envs that an env holding its envs `numbers` sets."""
-        out, at = [], 0
-        for size in self._state_sections():
-            if size < 0:
-                out.append(state[at:at - size])
-                at -= size
-                continue
-            whole = np.frombuffer(state, np.uint8, num_envs * size, at).reshape(num_envs, size)
-            out.append(whole[numbers].tobytes())
-            at += num_envs * size
-        return b"".join(out)
+        return b"".join(section if isinstance(section, bytes) else section[numbers].tobytes()
+                        for section in self._state_sections(state, num_envs))
 
     def _state_arrays(self) -> list[np.ndarray]:
         return [self._observations, self._action_masks, self._actions, self._rewards, self._terminals,

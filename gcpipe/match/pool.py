@@ -4,7 +4,6 @@ gcpipe.players.play_games; a game depends on its seed only, so results do not de
 number of workers or on how games are grouped into tasks."""
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import sys
@@ -16,6 +15,7 @@ from gcpipe.engine.bots import GameResults
 from gcpipe.lifetime import worker_pool
 from gcpipe.players import Player, play_games
 from gcpipe.players.games import DEFAULT_SLOTS
+from gcpipe.torch_env import torch_threads
 
 
 def usable_cores() -> int:
@@ -33,7 +33,9 @@ def play_in_tasks(guerrilla: Player, coin: Player, games: np.ndarray, seeds: np.
     workers = min(workers, len(tasks))
     if workers <= 1:
         cell = _Cell(guerrilla, coin, slots)
-        with _one_thread():
+        # One torch thread while games are played here, as in a worker (a worker is one core; the pool
+        # supplies the parallelism).
+        with torch_threads(1):
             yield from map(cell.play_task, tasks)
         return
     # fork: workers start in milliseconds (each limits torch to one thread before any torch work,
@@ -59,22 +61,6 @@ class _Cell:
     def play_task(self, task):
         games, seeds = task
         return games, play_games(self.guerrilla, self.coin, seeds, self.slots)
-
-
-@contextlib.contextmanager
-def _one_thread():
-    """One torch thread while games are played here, as in a worker (a worker is one core; the
-    pool supplies the parallelism), restored afterwards; nothing to do when no player loaded torch."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 _worker_cell: _Cell | None = None

@@ -21,7 +21,6 @@ log-probabilities to the bit.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from types import SimpleNamespace
 
@@ -33,6 +32,7 @@ from gcpipe.engine import COIN, GUERRILLA, NO_SIDE, PASS_ACTION, SIDE_NAMES
 from gcpipe.engine.vecenv import VecEnv
 from gcpipe.nn.model import MinGRUPolicy
 from gcpipe.errors import UserError
+from gcpipe.torch_env import torch_threads
 from gcpipe.train.config import TrainConfig, torch_device
 from gcpipe.train.matmul import bf16_runs_here
 from gcpipe.train.muon import Muon
@@ -112,6 +112,16 @@ def make_env(c: TrainConfig, threads: int, envs: np.ndarray | None = None) -> Ve
                   threads=threads, coin_mobility_reward=c.coin_mobility_reward, env_numbers=envs)
 
 
+def rank_envs(c: TrainConfig, rank: int, ranks: int) -> np.ndarray:
+    """The envs of the run that rank `rank` of `ranks` steps, by their numbers in the run."""
+    return np.arange(rank, c.num_envs, ranks)
+
+
+def env_rows(envs: np.ndarray, slots: int) -> Tensor:
+    """The rows of `envs` (numbers of envs of `slots` slots), env-major as the buffers are."""
+    return (torch.from_numpy(envs)[:, None] * slots + torch.arange(slots)).view(-1)
+
+
 # The epoch buffers, by name (PPO.buf_NAME), and the segment dimension of each.
 BUFFERS = {"obs": 0, "masks": 0, "actions": 0, "logprobs": 0, "values": 0, "rewards": 0, "terminals": 0,
            "starts": 0, "coin": 0, "initial_state": 1, "bootstrap": 0}
@@ -125,9 +135,10 @@ class PPO:
     are drawn for all of the run's rows on every rank, from the same stream, and each rank takes
     its own rows' (the draws a row gets do not depend on the rank that holds it), and while an env
     awaits a new snapshot the ranks tell each other, each tick, which frozen-opponent games ended
-    (the opponent pool, replicated on every rank, swaps snapshots at the games' ends).  At the end of an epoch the learner, rank 0, gathers the
-    buffers and the ended games in the run's row and game order, updates the network alone and
-    sends the new weights and random stream with the next epoch: the bytes of one process."""
+    (the opponent pool, replicated on every rank, swaps snapshots at the games' ends).  At the end
+    of an epoch the learner, rank 0, gathers the buffers and the ended games in the run's row and
+    game order, updates the network alone and sends the new weights and random stream with the
+    next epoch: the bytes of one process."""
 
     def __init__(self, config: TrainConfig, init: MinGRUPolicy | None = None, workers: int | None = None,
                  ranks=None):
@@ -152,7 +163,7 @@ class PPO:
         self.epoch = 0
         self.global_step = 0
         # This rank's envs, by their numbers in the run (all of them in one process).
-        self.env_ids = np.arange(self.ranks.rank, c.num_envs, self.ranks.size)
+        self.env_ids = rank_envs(c, self.ranks.rank, self.ranks.size)
         self.env = make_env(c, threads=self.workers,   # the bots' searches on every core; same results
                             envs=self.env_ids if self.ranks.size > 1 else None)
         self.env.reset()
@@ -202,8 +213,7 @@ class PPO:
         if c.train_slot_1 and c.selfplay:
             is_trained |= is_current
         # This rank's rows, by their row in the run: env-major, so in the run's order.
-        ids = torch.from_numpy(self.env_ids)
-        self.run_rows = (ids[:, None] * slots + torch.arange(slots)).view(-1)
+        self.run_rows = env_rows(self.env_ids, slots)
         local = np.full(c.num_envs, -1)          # an env's index here, -1 where another rank holds it
         local[self.env_ids] = np.arange(len(self.env_ids))
         bots = local[first_bot:self.first_historical]
@@ -262,11 +272,8 @@ class PPO:
         if self.ranks.size == 1:
             self._play_epoch()
             return
-        if self.ranks.learner:
-            self.ranks.deal(("epoch", self._orders()))
-        with _torch_threads(self.workers):       # every rank plays on its share of the cores
-            self._play_epoch()
-        self._gather()
+        self.ranks.deal(("epoch", self._orders()))
+        self._play_share()
 
     @torch.inference_mode()
     def _play_epoch(self) -> None:
@@ -475,13 +482,17 @@ class PPO:
         for kind, body in self.ranks.orders():
             if kind == "epoch":
                 self._follow_orders(body)
-                with _torch_threads(self.workers):
-                    self._play_epoch()
-                self._gather()
+                self._play_share()
             elif kind == "state":
                 self.ranks.to_learner(self._share_of_state())
             elif kind == "load":
                 self._load_share(body)
+
+    def _play_share(self) -> None:
+        """This rank's part of an epoch over ranks: its envs on its share of the cores, then the gather."""
+        with torch_threads(self.workers):
+            self._play_epoch()
+        self._gather()
 
     def _gather(self) -> None:
         """Sends this rank's segments and ended games to the learner, which puts every rank's in the
@@ -532,8 +543,9 @@ class PPO:
     def state_dict(self) -> dict:
         """Everything a rerun continues from (the learner's; over ranks it gathers the others' envs
         and recurrent states, and the result is one process's)."""
-        recurrent, env = self.state.clone(), self.env.get_state()
-        if self.ranks.size > 1:
+        if self.ranks.size == 1:
+            recurrent, env = self.state.clone(), self.env.get_state()
+        else:
             self.ranks.deal(("state", None))
             shares = self.ranks.to_learner(self._share_of_state())
             env = self.env.join_states([share["env"] for share in shares], [share["envs"] for share in shares],
@@ -555,9 +567,8 @@ class PPO:
 
     def _share_of(self, state: dict, rank: int) -> dict:
         """What rank `rank` continues from in a state_dict: the replicated parts and its envs'."""
-        envs = np.arange(rank, self.config.num_envs, self.ranks.size)
-        slots = self.env.num_slots
-        rows = torch.from_numpy((envs[:, None] * slots + np.arange(slots)).reshape(-1))
+        envs = rank_envs(self.config, rank, self.ranks.size)
+        rows = env_rows(envs, self.env.num_slots)
         whole = self.ranks.size == 1
         return {"policy": state["policy"], "draws": state.get("draws", state["generator"]),  # (before devices: one)
                 "epoch": state["epoch"], "global_step": state["global_step"], "pool": state["pool"],
@@ -582,17 +593,6 @@ class PPO:
         slots, (layers, _, hidden) = self.env.num_slots, self.state.shape
         joined = torch.zeros(self.config.num_envs * slots, layers, hidden).permute(1, 0, 2)
         for share in shares:
-            rows = torch.from_numpy((share["envs"][:, None] * slots + np.arange(slots)).reshape(-1))
-            joined[:, rows] = share["recurrent_state"]
+            joined[:, env_rows(share["envs"], slots)] = share["recurrent_state"]
         return joined.clone()
 
-
-@contextlib.contextmanager
-def _torch_threads(threads: int):
-    """torch (and the C kernels' row threads) on `threads` threads for the block."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)

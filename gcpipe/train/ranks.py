@@ -173,18 +173,17 @@ class Ranks:
 
     def deal(self, message) -> None:
         """The learner tells every other rank, in rank order, what to play next."""
-        for peer in range(1, self.size):
-            self._send(message, peer)
+        self.deal_each([message] * self.size)
 
     def gather(self, records: list) -> list:
         """The learner's list of an iteration's games (None for those other ranks played) completed
         with every other rank's, received rank by rank; another rank sends its list and gets []."""
+        lists = self.to_learner(records)
         if not self.learner:
-            self._send(records, 0)
             return []
         records = list(records)
-        for peer in range(1, self.size):
-            for index, record in enumerate(self._receive(peer)):
+        for theirs in lists[1:]:
+            for index, record in enumerate(theirs):
                 if record is not None:
                     records[index] = record
         return records
