@@ -72,48 +72,37 @@ class Searcher:
                             visits_of_move=records["visits_of_move"].copy(), legal=records["legal"].copy(),
                             evaluations=records["evaluations"].copy())
 
-
-    def _links(self, k: int) -> list[tuple[int, int, int, float]]:
-        """(parent, action, visits, W) of every node of game k's latest tree, in creation order."""
-        out, index = [], 0
-        parent, action, visits = ffi.new("int32_t *"), ffi.new("int32_t *"), ffi.new("int32_t *")
-        value_sum, raw_value = ffi.new("double *"), ffi.new("float *")
-        while lib.gc_search_node_info(self._workspace, k, index, parent, action, visits, value_sum, raw_value,
-                                      ffi.NULL) == 0:
-            out.append((parent[0], action[0], visits[0], value_sum[0]))
-            index += 1
-        return out
-
     def root_edges(self, k: int) -> list[tuple[int, int, float, int]]:
         """(action, visits, W, node index) of the root's children in game k's latest tree."""
-        return [(action, visits, value_sum, index) for index, (parent, action, visits, value_sum)
-                in enumerate(self._links(k)) if index > 0 and parent == 0]
+        return [(node.action, node.visits, node.value_sum, index) for index, node
+                in enumerate(self.tree(k, states=False)) if index > 0 and node.parent == 0]
 
     def principal_variation(self, k: int, first: int) -> list[int]:
         """`first`, then the most visited child of each node (the earliest created on a tie)."""
-        links = self._links(k)
+        nodes = self.tree(k, states=False)
         children: dict[int, list[int]] = {}
-        for index, (parent, _, _, _) in enumerate(links):
+        for index, node in enumerate(nodes):
             if index > 0:
-                children.setdefault(parent, []).append(index)
-        node = next((i for i in children.get(0, []) if links[i][1] == first), None)
+                children.setdefault(node.parent, []).append(index)
+        at = next((i for i in children.get(0, []) if nodes[i].action == first), None)
         line = [first]
-        while node is not None and children.get(node):
-            node = max(children[node], key=lambda i: (links[i][2], -i))
-            if links[node][2] == 0:
+        while at is not None and children.get(at):
+            at = max(children[at], key=lambda i: (nodes[i].visits, -i))
+            if nodes[at].visits == 0:
                 break
-            line.append(links[node][1])
+            line.append(nodes[at].action)
         return line
 
-    def tree(self, k: int) -> list[TreeNode]:
-        """The nodes of game k's latest tree (of the latest call), in creation order (0 = root)."""
+    def tree(self, k: int, states: bool = True) -> list[TreeNode]:
+        """The nodes of game k's latest tree (of the latest call), in creation order (0 = root); with
+        `states` False, without their recurrent states (state None)."""
         out, index = [], 0
         parent, action, visits = ffi.new("int32_t *"), ffi.new("int32_t *"), ffi.new("int32_t *")
         value_sum, raw_value = ffi.new("double *"), ffi.new("float *")
         while True:
-            state = np.zeros((self.net.layers, self.net.hidden), np.float32)
+            state = np.zeros((self.net.layers, self.net.hidden), np.float32) if states else None
             if lib.gc_search_node_info(self._workspace, k, index, parent, action, visits, value_sum, raw_value,
-                                       ffi.from_buffer("float[]", state)) != 0:
+                                       ffi.NULL if state is None else ffi.from_buffer("float[]", state)) != 0:
                 return out
             out.append(TreeNode(parent[0], action[0], visits[0], value_sum[0], raw_value[0], state))
             index += 1
@@ -126,7 +115,7 @@ class TreeNode:
     visits: int
     value_sum: float
     raw_value: float
-    state: np.ndarray
+    state: np.ndarray | None
 
 
 _STATS = np.dtype([("root_value", np.float32), ("search_value", np.float32), ("visits_of_move", np.int32),
