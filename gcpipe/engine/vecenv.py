@@ -160,6 +160,7 @@ class VecEnv:
         if lib.gc_vec_init(vec) != 0:
             raise pool_error
         self._vec = vec
+        self._mcts_capacity = int(mcts_iterations)     # the node pools' size (set_mcts_iterations)
         # Thread 0 steps with the env's own pool, each other thread with one of these; a thread
         # claims blocks of GC_VEC_BLOCK envs, so more threads than blocks would idle.
         self.threads = min(int(threads), -(-n // lib.GC_VEC_BLOCK))
@@ -184,6 +185,17 @@ class VecEnv:
     @property
     def slot_sides(self) -> np.ndarray:
         return sides_from_c(self._slot_sides)
+
+    def set_mcts_iterations(self, iterations: int) -> None:
+        """The MCTS bots' iterations from the next step on: at most the `mcts_iterations` the env was
+        built with, which sized their node pools."""
+        self._check_open()
+        bots = [bot for bot in self._vec.bots if bot.kind == KINDS["mcts"]]
+        if not bots:
+            raise UserError("set_mcts_iterations: this env has no MCTS bot")
+        check_int("mcts_iterations", iterations, 1, self._mcts_capacity)
+        for bot in bots:
+            bot.iterations = int(iterations)
 
     def reset(self) -> None:
         """Restarts the generators from the seed, clears the log and starts a game in every env."""

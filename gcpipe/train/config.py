@@ -22,7 +22,8 @@ def run_schema() -> dict:
     search_* settings' types and ranges filled in from gcpipe.search.settings and the sparring
     MCTS's iterations bounded as an MCTS player's are."""
     run = load_schema()["$defs"]["run"]
-    run["properties"]["mcts_iterations"]["maximum"] = MCTS_MAX_ITERATIONS
+    for name in ("mcts_iterations", "mcts_iterations_from"):
+        run["properties"][name]["maximum"] = MCTS_MAX_ITERATIONS
     for name in ("num_envs", "selfplay_games", "replay_games"):   # games held at once, as everywhere
         run["properties"][name]["maximum"] = MAX_GAMES_AT_ONCE
     for name in _SEARCH_SETTINGS:
@@ -100,6 +101,9 @@ class TrainConfig:
     # How, not what: absent from config.json and from the settings a run's weights depend on.  Last:
     # the schema has no default for it, so existing configs resolve to the same text.
     ranks: int = 1
+    # What, but optional: absent from config.json when unset, so a run without it records the text it
+    # always did.  No schema default, for the same reason.
+    mcts_iterations_from: int | None = None
 
     @property
     def num_slots(self) -> int:
@@ -149,6 +153,19 @@ class TrainConfig:
         total = round(self.bot_fraction * n)
         return total // 2, total - total // 2
 
+    @property
+    def mcts_pool_iterations(self) -> int:
+        """The most iterations a sparring search makes in the run (its node pools' size)."""
+        return max(self.mcts_iterations, self.mcts_iterations_from or 0)
+
+    def sparring_iterations(self, epoch: int) -> int:
+        """The sparring MCTS's iterations in epoch `epoch` (from 0): mcts_iterations, or with
+        mcts_iterations_from a straight line from it at the first epoch to mcts_iterations at the last."""
+        start = self.mcts_iterations_from
+        if start is None:
+            return self.mcts_iterations
+        return round(start + (self.mcts_iterations - start) * epoch / max(1, self.total_epochs - 1))
+
     def shaping_scales(self, epoch: int) -> tuple[float, float]:
         """The scale of the Guerrilla's and of the COIN's capture rewards in epoch `epoch` (from 0):
         reward_shaping's from epoch reward_shaping_from * total_epochs on, the reference's before."""
@@ -161,7 +178,8 @@ class TrainConfig:
     def to_dict(self) -> dict:
         """The settings a run records (config.json): all but `ranks`, which says how many processes
         play the games, as the thread count does, and not what the run is."""
-        return {key: value for key, value in dataclasses.asdict(self).items() if key != "ranks"}
+        return {key: value for key, value in dataclasses.asdict(self).items()
+                if key != "ranks" and not (key == "mcts_iterations_from" and value is None)}
 
 
 # Settings that cannot change a run's weights (checkpoints, final.bin): evaluation plays its own
@@ -244,10 +262,17 @@ def _check_across(config: TrainConfig, where: str) -> None:
         if config.search_rollout_weight > 0 and config.search_rollouts < 1:
             raise UserError(f"{where}: 'search_rollout_weight' {config.search_rollout_weight} needs "
                             f"'search_rollouts' >= 1")
+        if config.mcts_iterations_from is not None:
+            raise UserError(f"{where}: 'mcts_iterations_from' schedules PPO's sparring MCTS; algorithm "
+                            f"'{config.algorithm}' plays mcts_iterations throughout, so leave it out")
         if config.replay_games < config.selfplay_games:
             raise UserError(f"{where}: 'replay_games' ({config.replay_games}) must be at least 'selfplay_games' "
                             f"({config.selfplay_games}): each update trains on the newest games")
         return   # the rest are PPO's settings
+    if config.mcts_iterations_from is not None and "mcts" not in (
+            config.opponent.values() if isinstance(config.opponent, dict) else (config.opponent,)):
+        raise UserError(f"{where}: 'mcts_iterations_from' schedules the sparring MCTS, but 'opponent' names no "
+                        f"mcts bot (got {config.opponent}); set opponent, or leave mcts_iterations_from out")
     if config.ranks > config.num_envs:
         raise UserError(f"{where}: 'ranks' ({config.ranks}) is more than 'num_envs' ({config.num_envs}): a PPO "
                         f"rank steps at least one env")

@@ -107,7 +107,7 @@ def make_env(c: TrainConfig, threads: int, envs: np.ndarray | None = None) -> Ve
     if envs is not None and isinstance(sides, np.ndarray):
         sides = sides[envs]
     return VecEnv(c.num_envs if envs is None else len(envs), selfplay=c.selfplay, side=sides, opponent=c.opponent,
-                  mcts_iterations=c.mcts_iterations, mcts_exploration=c.mcts_exploration,
+                  mcts_iterations=c.mcts_pool_iterations, mcts_exploration=c.mcts_exploration,
                   mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed,
                   threads=threads, coin_mobility_reward=c.coin_mobility_reward, env_numbers=envs)
 
@@ -279,6 +279,8 @@ class PPO:
     def _play_epoch(self) -> None:
         c = self.config
         guerrilla_scale, coin_scale = c.shaping_scales(self.epoch)
+        if c.mcts_iterations_from is not None:
+            self.env.set_mcts_iterations(c.sparring_iterations(self.epoch))
         if self.rollout_net is not None:
             self.rollout_net.compile(self.policy)      # this epoch's weights
         self.buf_initial_state.copy_(self.state[:, self.trained_rows])
