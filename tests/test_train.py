@@ -110,6 +110,11 @@ def test_run_config_is_read_from_the_runs_mapping(tmp_path):
      "'bot_fraction.guerrilla' 0.0001 of 2048 envs rounds to no env; raise num_envs or set the fraction to 0"),
     ({"bot_fraction": {"guerrilla": 0.2, "coin": 0.2}, "side": "coin"},
      "'bot_fraction' per side sets the network's side in the bot envs; set 'side' to random (got coin)"),
+    ({"mcts_iterations_from": 0, "opponent": "mcts"}, "mcts_iterations_from: 0 is less than the minimum of 1"),
+    ({"mcts_iterations_from": 64},
+     "'mcts_iterations_from' schedules the sparring MCTS, but 'opponent' names no mcts bot (got greedy)"),
+    ({"mcts_iterations_from": 64, "opponent": "mcts", "algorithm": "expert"},
+     "'mcts_iterations_from' schedules PPO's sparring MCTS; algorithm 'expert' plays mcts_iterations throughout"),
 ])
 def test_bad_settings_are_user_errors_naming_the_key(settings, message):
     with pytest.raises(UserError, match="^" + re.escape(f"runs.r: {message}")):
@@ -652,6 +657,32 @@ def test_coin_mobility_reward_is_added_to_the_coins_rewards_after_the_capture_sc
     assert torch.equal(shaped.buf_terminals, plain.buf_terminals)
     assert torch.equal(shaped.buf_rewards, (plain.buf_rewards + paid).clamp(-1.0, 1.0))
     assert (paid != 0).sum() > 20 and plain.env.mobility_rewards is None
+
+
+def test_sparring_curriculum_plays_each_epoch_at_its_iterations():
+    # 8 epochs of 10 envs x 2 slots x 16 ticks, two of them against the MCTS COIN.
+    settings = dict(opponent={"guerrilla": "greedy", "coin": "mcts"}, bot_fraction=0.4, total_timesteps=8 * 320)
+    ramp = _tiny(mcts_iterations=40, mcts_iterations_from=8, **settings)
+    assert [ramp.sparring_iterations(e) for e in range(8)] == [8, 13, 17, 22, 26, 31, 35, 40]
+    assert ramp.mcts_pool_iterations == 40 and ramp.to_dict()["mcts_iterations_from"] == 8
+    flat = _tiny(**settings)        # unset: mcts_iterations throughout, and config.json as it always was
+    assert {flat.sparring_iterations(e) for e in range(8)} == {256} and "mcts_iterations_from" not in flat.to_dict()
+    # Epoch e of the ramp plays the games of a run at its iterations throughout, and not those of another.
+
+    def first_epoch(config: TrainConfig, epoch: int) -> dict:
+        ppo = PPO(config)
+        ppo.epoch = epoch      # what update() would count; collect reads it
+        ppo.collect()
+        ppo.close()
+        return {name: getattr(ppo, f"buf_{name}") for name in ("obs", "actions", "rewards")}
+
+    def same(a: dict, b: dict) -> bool:
+        return all(torch.equal(a[name], b[name]) for name in a)
+
+    for epoch, iterations in ((0, 8), (7, 40)):
+        played = first_epoch(ramp, epoch)
+        assert same(played, first_epoch(_tiny(mcts_iterations=iterations, **settings), epoch))
+        assert not same(played, first_epoch(_tiny(mcts_iterations=48 - iterations, **settings), epoch))
 
 
 @pytest.mark.parametrize("shaping, start, scales", [(0.0, 0.0, (0.0, 0.0)), (0.5, 0.0, (0.5, 0.5)),

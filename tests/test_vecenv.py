@@ -569,6 +569,21 @@ def test_mcts_bot_mode_is_deterministic():
     assert run() == run()
 
 
+def test_mcts_iterations_change_between_steps_up_to_the_pools_size():
+    def run(built: int, played: int | None):
+        env = VecEnv(2, selfplay=False, side=G, opponent="mcts", mcts_iterations=built, seed=3)
+        if played is not None:
+            env.set_mcts_iterations(played)
+        env.reset()
+        return self_driven_frames(env, 25)
+    assert run(40, 10) == run(10, None) != run(40, None)
+    env = VecEnv(2, selfplay=False, opponent="mcts", mcts_iterations=40)
+    with pytest.raises(UserError, match=r"^mcts_iterations must be an integer in 1\.\.40, got 41$"):
+        env.set_mcts_iterations(41)
+    with pytest.raises(UserError, match="^set_mcts_iterations: this env has no MCTS bot$"):
+        VecEnv(2, opponent="greedy").set_mcts_iterations(8)
+
+
 def threaded_run(threads: int, selfplay: bool, steps: int = 50) -> tuple[list[bytes], dict]:
     """Frames and log of 40 envs, three blocks of 16 (self-play: 3 in 7 against per-side bots, 2 in 7
     tagged frozen; bot mode: MCTS) driven by their own random actions, stepped on `threads` threads."""
