@@ -659,9 +659,13 @@ def test_coin_mobility_reward_is_added_to_the_coins_rewards_after_the_capture_sc
     assert (paid != 0).sum() > 20 and plain.env.mobility_rewards is None
 
 
-def test_sparring_curriculum_plays_each_epoch_at_its_iterations():
-    # 8 epochs of 10 envs x 2 slots x 16 ticks, two of them against the MCTS COIN.
-    settings = dict(opponent={"guerrilla": "greedy", "coin": "mcts"}, bot_fraction=0.4, total_timesteps=8 * 320)
+@pytest.mark.parametrize("settings, epochs", [
+    (dict(opponent="mcts", bot_fraction=0.4, total_timesteps=8 * 320), (0, 7)),   # 4 of 10 envs against MCTS
+    # Bot mode: the bot's first moves are made in the envs' reset, at the first epoch's iterations.
+    (dict(opponent="mcts", selfplay=False, side="coin", total_timesteps=8 * 160), (0,)),
+])
+def test_sparring_curriculum_plays_each_epoch_at_its_iterations(settings, epochs):
+    # 8 epochs of 10 envs x 16 ticks.
     ramp = _tiny(mcts_iterations=40, mcts_iterations_from=8, **settings)
     assert [ramp.sparring_iterations(e) for e in range(8)] == [8, 13, 17, 22, 26, 31, 35, 40]
     assert ramp.mcts_pool_iterations == 40 and ramp.to_dict()["mcts_iterations_from"] == 8
@@ -679,7 +683,8 @@ def test_sparring_curriculum_plays_each_epoch_at_its_iterations():
     def same(a: dict, b: dict) -> bool:
         return all(torch.equal(a[name], b[name]) for name in a)
 
-    for epoch, iterations in ((0, 8), (7, 40)):
+    for epoch in epochs:
+        iterations = ramp.sparring_iterations(epoch)
         played = first_epoch(ramp, epoch)
         assert same(played, first_epoch(_tiny(mcts_iterations=iterations, **settings), epoch))
         assert not same(played, first_epoch(_tiny(mcts_iterations=48 - iterations, **settings), epoch))

@@ -106,10 +106,13 @@ def make_env(c: TrainConfig, threads: int, envs: np.ndarray | None = None) -> Ve
     sides = slot0_sides(c)
     if envs is not None and isinstance(sides, np.ndarray):
         sides = sides[envs]
-    return VecEnv(c.num_envs if envs is None else len(envs), selfplay=c.selfplay, side=sides, opponent=c.opponent,
-                  mcts_iterations=c.mcts_pool_iterations, mcts_exploration=c.mcts_exploration,
-                  mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed,
-                  threads=threads, coin_mobility_reward=c.coin_mobility_reward, env_numbers=envs)
+    env = VecEnv(c.num_envs if envs is None else len(envs), selfplay=c.selfplay, side=sides, opponent=c.opponent,
+                 mcts_iterations=c.mcts_pool_iterations, mcts_exploration=c.mcts_exploration,
+                 mcts_rollout=c.mcts_rollout, max_episode_length=c.max_episode_length, seed=c.seed,
+                 threads=threads, coin_mobility_reward=c.coin_mobility_reward, env_numbers=envs)
+    if c.mcts_iterations_from is not None:
+        env.set_mcts_iterations(c.sparring_iterations(0))    # bot mode: the bot moves in reset() too
+    return env
 
 
 def rank_envs(c: TrainConfig, rank: int, ranks: int) -> np.ndarray:
