@@ -79,9 +79,10 @@ def test_run_settings_are_filled_in_as_the_trainer_reads_them():
     from gcpipe.train.config import TrainConfig, make_config
 
     config = validate_config(small_config(runs={"r": {"seed": 3}}))
-    # `ranks` has no default: absent, a run is one process, and existing configs resolve to the same text.
+    # `ranks` and `mcts_iterations_from` have no default: absent, a run is one process with its sparring
+    # MCTS at mcts_iterations throughout, and existing configs resolve to the same text.
     assert list(config["runs"]["r"]) == ["seed"] + [f.name for f in dataclasses.fields(TrainConfig)
-                                                    if f.name not in ("seed", "ranks")]
+                                                    if f.name not in ("seed", "ranks", "mcts_iterations_from")]
     assert (config["runs"]["r"]["seed"], config["runs"]["r"]["horizon"], config["runs"]["r"]["side"]) == (3, 64, "random")
     assert make_config(config["runs"]["r"]) == make_config({"seed": 3})
 
