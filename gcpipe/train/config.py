@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from gcpipe.engine.bots import MCTS_MAX_ITERATIONS
+from gcpipe.engine.bots import MCTS_MAX_ITERATIONS, kinds_by_side
 from gcpipe.engine.game import MAX_GAMES_AT_ONCE, SIDE_NAMES
 from gcpipe.errors import UserError
 from gcpipe.schema import check, numbers_as_float, load_schema
@@ -269,8 +269,7 @@ def _check_across(config: TrainConfig, where: str) -> None:
             raise UserError(f"{where}: 'replay_games' ({config.replay_games}) must be at least 'selfplay_games' "
                             f"({config.selfplay_games}): each update trains on the newest games")
         return   # the rest are PPO's settings
-    if config.mcts_iterations_from is not None and "mcts" not in (
-            config.opponent.values() if isinstance(config.opponent, dict) else (config.opponent,)):
+    if config.mcts_iterations_from is not None and "mcts" not in kinds_by_side(config.opponent):
         raise UserError(f"{where}: 'mcts_iterations_from' schedules the sparring MCTS, but 'opponent' names no "
                         f"mcts bot (got {config.opponent}); set opponent, or leave mcts_iterations_from out")
     if config.ranks > config.num_envs:
